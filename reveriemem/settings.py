@@ -1,0 +1,50 @@
+"""Where the project keeps its data, and which models it uses by default.
+
+Everything a run writes lives under one data home: `.reveriemem/` in the
+working directory, or the directory named by the environment variable
+`REVERIEMEM_HOME`. It holds the registered books, the Parquet files, the
+LanceDB database (unless `REVERIEMEM_LANCEDB_URI` points elsewhere) and the
+Dagster instance (`DAGSTER_HOME` defaults to `<home>/dagster`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME_ENV = "REVERIEMEM_HOME"
+LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
+LM_ENV = "REVERIEMEM_LM"
+EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
+
+DEFAULT_LM = "bundled"
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+def data_home() -> Path:
+    """The project's data home, created on first use."""
+    home = Path(os.environ.get(HOME_ENV) or ".reveriemem").expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def lancedb_uri() -> str:
+    """The LanceDB URI: `REVERIEMEM_LANCEDB_URI`, or `<home>/lancedb`."""
+    return os.environ.get(LANCEDB_ENV) or str(data_home() / "lancedb")
+
+
+def dagster_home() -> Path:
+    """The Dagster instance directory, `DAGSTER_HOME` or `<home>/dagster`."""
+    path = Path(os.environ.get("DAGSTER_HOME") or data_home() / "dagster").resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def lm_spec() -> str:
+    """The model string chosen by `REVERIEMEM_LM`, or the bundled default."""
+    return os.environ.get(LM_ENV) or DEFAULT_LM
+
+
+def embedder_spec() -> str:
+    """The embedding model chosen by `REVERIEMEM_EMBEDDER`, or the default."""
+    return os.environ.get(EMBEDDER_ENV) or DEFAULT_EMBEDDER
