@@ -1,0 +1,185 @@
+"""Scene preparation assets (paper: Source-to-Memory, "Scene preparation").
+
+`scenes` (book): dramatic units with location, time and atmosphere, embedded
+for search; `utterances` (book): quoted speech with attributed speakers;
+`scene_rosters` (book): every focus character's status in every scene;
+`character_scenes` (book x character): the scenes a character is part of.
+"""
+
+
+import dagster as dg
+import polars as pl
+
+from reveriemem.analysis import BookReading, presence_offsets
+from reveriemem.preparation import judge_rosters, prepare_scenes
+from reveriemem.registry import load_book
+from reveriemem.scenes import Span
+from reveriemem.schemas import CHARACTER_SCENES, ROSTERS, SCENES, UTTERANCES
+from reveriemem.storage import frame
+from reveriemem.text import normalise_space
+from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
+from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+
+GROUP = "scene_preparation"
+
+
+def scenes_from_frame(reading: BookReading, frame: pl.DataFrame) -> list[Span]:
+    """Rebuild scene spans (their prose paragraphs) from stored scene rows."""
+    prose = {p for span in reading.candidates for p in span.paragraphs}
+    spans = []
+    for row in frame.sort("scene_id").iter_rows(named=True):
+        paragraphs = [p for p in range(row["first_paragraph"], row["last_paragraph"] + 1) if p in prose]
+        spans.append(Span(chapter=row["chapter"], chapter_title=row["chapter_title"], first=row["first_paragraph"],
+                          last=row["last_paragraph"], boundary=row["boundary"], words=row["words"],
+                          paragraphs=paragraphs))
+    return spans
+
+
+def _usage_metadata(before: dict, after: dict) -> dict:
+    return {
+        "model": after.get("model", ""),
+        "model_calls": int(after.get("calls", 0)) - int(before.get("calls", 0)),
+        "prompt_tokens": int(after.get("prompt_tokens", 0)) - int(before.get("prompt_tokens", 0)),
+        "completion_tokens": int(after.get("completion_tokens", 0)) - int(before.get("completion_tokens", 0)),
+        "model_latency_s": round(float(after.get("latency_s", 0.0)) - float(before.get("latency_s", 0.0)), 3),
+    }
+
+
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP,
+          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"})
+def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel) -> pl.DataFrame:
+    """Scenes: candidate spans merged into dramatic units, with setting metadata."""
+    book = load_book(partition_ref(context.partition_key).book)
+    reading = BookReading(book)
+    handle = lm.handle()
+    before = handle.usage.summary()
+    prepared = prepare_scenes(reading, handle)
+    for failure in prepared.failures:
+        context.log.warning(f"Fell back to the heuristic: {failure}")
+    openings = [
+        " ".join(normalise_space(book.text[reading.paragraphs[s.first].start: reading.paragraphs[s.last].end]).split()[:200])
+        for s in prepared.scenes
+    ]
+    vectors = embedder.embedder().embed(openings)
+    rows = [
+        {
+            "book": book.slug, "character": "", "scene_id": i + 1, "chapter": s.chapter,
+            "chapter_title": s.chapter_title, "start": reading.paragraphs[s.first].start,
+            "end": reading.paragraphs[s.last].end, "first_paragraph": s.first, "last_paragraph": s.last,
+            "words": s.words, "boundary": s.boundary, "location": setting.location, "time": setting.time,
+            "atmosphere": setting.atmosphere, "opening": opening, "method": prepared.method,
+            "setting_method": setting_method, "vector": vector.tolist(),
+        }
+        for i, (s, setting, setting_method, opening, vector) in enumerate(
+            zip(prepared.scenes, prepared.settings, prepared.setting_methods, openings, vectors)
+        )
+    ]
+    context.add_output_metadata({
+        "scenes": len(rows), "candidate_spans": len(reading.candidates), "method": prepared.method,
+        "fallbacks": len(prepared.failures), "embedder": embedder.embedder().name,
+        **_usage_metadata(before, handle.usage.summary()),
+    })
+    return frame(rows, SCENES)
+
+
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet"})
+def utterances(context: dg.AssetExecutionContext, scenes: pl.DataFrame) -> pl.DataFrame:
+    """Quoted speech per paragraph with its attributed speaker (focus or not)."""
+    book = load_book(partition_ref(context.partition_key).book)
+    reading = BookReading(book)
+    spans = scenes_from_frame(reading, scenes)
+    scene_of = {p: i + 1 for i, s in enumerate(spans) for p in s.paragraphs}
+    rows = [
+        {"book": book.slug, "scene_id": scene_of[u.paragraph], "paragraph": u.paragraph, "start": u.start,
+         "end": u.end, "speaker": u.speaker, "speaker_label": u.speaker_label, "addressees": u.addressees,
+         "text": u.text, "method": u.method}
+        for u in reading.utterances(spans)
+    ]
+    table = frame(rows, UTTERANCES)
+    attributed = table.filter(pl.col("speaker_label").is_not_null()).height
+    context.add_output_metadata({"utterances": table.height, "attributed": attributed,
+                                 "to_focus_characters": table.filter(pl.col("speaker").is_not_null()).height})
+    return table
+
+
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"})
+def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame) -> pl.DataFrame:
+    """For every focus character and scene: present_active, present_silent, referenced or absent."""
+    book = load_book(partition_ref(context.partition_key).book)
+    reading = BookReading(book)
+    spans = scenes_from_frame(reading, scenes)
+    evidence = reading.roster_evidence(spans)
+    handle = lm.handle()
+    before = handle.usage.summary()
+    judged, method, failures = judge_rosters(reading, spans, evidence, handle)
+    for failure in failures:
+        context.log.warning(f"Fell back to the heuristic: {failure}")
+    names = {c.slug: c.name for c in book.characters}
+    rows = []
+    for scene_id, (span, scene_evidence, scene_judged) in enumerate(zip(spans, evidence, judged), start=1):
+        for slug, record in scene_evidence.items():
+            status, model_status = scene_judged[slug]
+            present_start, present_end = presence_offsets(reading, record, span)
+            if status.startswith("present") and present_start is None:
+                present_start, present_end = reading.paragraphs[span.first].start, reading.paragraphs[span.last].end
+            if not status.startswith("present"):
+                present_start = present_end = None
+            rows.append({
+                "book": book.slug, "scene_id": scene_id, "character": slug, "character_name": names[slug],
+                "status": status, "heuristic_status": record.status(), "model_status": model_status,
+                "utterances": record.utterances, "narration": record.narration, "addressed": record.addressed,
+                "actions": record.actions, "mentions": record.mentions, "present_start": present_start,
+                "present_end": present_end, "first_offset": record.first_offset,
+                "scene_start": reading.paragraphs[span.first].start, "scene_end": reading.paragraphs[span.last].end,
+                "method": method,
+            })
+    table = frame(rows, ROSTERS)
+    counts = dict(table.group_by("status").len().iter_rows())
+    context.add_output_metadata({"rows": table.height, "method": method, "fallbacks": len(failures),
+                                 **{f"status_{k}": int(v) for k, v in counts.items()},
+                                 **_usage_metadata(before, handle.usage.summary())})
+    return table
+
+
+@dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
+          ins={"scene_rosters": dg.AssetIn(partition_mapping=book_of_pair),
+               "scenes": dg.AssetIn(partition_mapping=book_of_pair)}, kinds={"parquet"})
+def character_scenes(context: dg.AssetExecutionContext, scene_rosters: pl.DataFrame,
+                     scenes: pl.DataFrame) -> pl.DataFrame:
+    """The scenes a character is present in or referenced by, with presence offsets."""
+    part = partition_ref(context.partition_key)
+    book = load_book(part.book)
+    empty = frame([], CHARACTER_SCENES)
+    if part.character not in {c.slug for c in book.characters}:
+        context.log.info(f"{part.character} is not a focus character of {part.book}; storing no rows.")
+        context.add_output_metadata({"in_book": False})
+        return empty
+    mine = scene_rosters.filter((pl.col("character") == part.character) & (pl.col("status") != "absent"))
+    joined = mine.join(scenes.select("scene_id", "location", "time", "atmosphere"), on="scene_id", how="left")
+    table = frame(joined.select(CHARACTER_SCENES.names).to_dicts(), CHARACTER_SCENES)
+    context.add_output_metadata({
+        "in_book": True,
+        "present_scenes": table.filter(pl.col("status").str.starts_with("present")).height,
+        "referenced_scenes": table.filter(pl.col("status") == "referenced").height,
+    })
+    return table
+
+
+@dg.asset_check(asset=scenes, description="Scenes exist, are ordered and do not overlap.")
+def scenes_are_ordered(scenes: pl.DataFrame) -> dg.AssetCheckResult:
+    ordered = scenes.sort("scene_id")
+    starts, ends = ordered["start"].to_list(), ordered["end"].to_list()
+    overlaps = sum(1 for i in range(1, len(starts)) if starts[i] < ends[i - 1])
+    return dg.AssetCheckResult(passed=scenes.height > 0 and overlaps == 0,
+                               metadata={"scenes": scenes.height, "overlaps": overlaps})
+
+
+@dg.asset_check(asset=scene_rosters, description="Every scene has one roster row per focus character.")
+def rosters_are_complete(scene_rosters: pl.DataFrame) -> dg.AssetCheckResult:
+    per_scene = scene_rosters.group_by("scene_id").len()["len"].unique().to_list()
+    characters = scene_rosters["character"].n_unique()
+    complete = scene_rosters.height > 0 and per_scene == [characters]
+    return dg.AssetCheckResult(passed=complete, metadata={"rows": scene_rosters.height, "characters": characters})
+
+
+CHECKS = [scenes_are_ordered, rosters_are_complete]

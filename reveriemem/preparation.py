@@ -1,0 +1,211 @@
+"""Scene preparation: the paper's LLM-guided merging of candidate spans into
+scenes, their setting, and rosters that combine deterministic evidence with
+the model's judgement. With no model (`handle.lm is None`) every step takes
+its deterministic fallback; each row records the method that produced it.
+A boundary or scene whose model output fails after retries falls back too,
+and is counted in `failures`, so one bad answer never loses the book.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dspy_programs.scenes import scene_boundary_program, scene_roster_program, scene_setting_program
+from reveriemem.analysis import (
+    HEURISTIC_METHOD,
+    MAX_SCENE_WORDS,
+    ROSTER_METHOD,
+    BookReading,
+    Setting,
+    heuristic_setting,
+)
+from reveriemem.errors import ModelOutputError
+from reveriemem.models import ModelHandle, run_program
+from reveriemem.rosters import STATUSES, RosterEvidence
+from reveriemem.scenes import Span, heuristic_boundaries, merge_spans, split_long
+from reveriemem.text import normalise_space
+
+log = logging.getLogger(__name__)
+
+MIN_MODEL_SCENE_WORDS = 120
+CONTEXT_WORDS = 120
+RANK = {status: rank for rank, status in enumerate(reversed(STATUSES))}  # absent=0 ... present_active=3
+
+
+@dataclass
+class PreparedScenes:
+    scenes: list[Span]
+    settings: list[Setting]
+    method: str
+    setting_methods: list[str]
+    failures: list[str] = field(default_factory=list)
+
+
+def _words(text: str) -> list[str]:
+    return normalise_space(text).split()
+
+
+def span_text(reading: BookReading, span: Span) -> str:
+    first, last = reading.paragraphs[span.first], reading.paragraphs[span.last]
+    return reading.book.text[first.start : last.end]
+
+
+def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
+    candidates = reading.candidates
+    failures: list[str] = []
+    if handle.lm is None:
+        keep = heuristic_boundaries(candidates)
+        method = HEURISTIC_METHOD
+    else:
+        fallback = heuristic_boundaries(candidates)
+        program = scene_boundary_program()
+        keep = []
+        for index, span in enumerate(candidates):
+            if span.boundary in ("start", "chapter"):
+                keep.append(True)
+                continue
+            before = " ".join(_words(span_text(reading, candidates[index - 1]))[-CONTEXT_WORDS:])
+            after = " ".join(_words(span_text(reading, span))[:CONTEXT_WORDS])
+            try:
+                prediction = run_program(handle, program, passage_before=before, passage_after=after)
+                keep.append(bool(prediction.new_scene))
+            except ModelOutputError as exc:
+                failures.append(f"boundary before paragraph {span.first}: {exc}")
+                keep.append(fallback[index])
+        keep = _enforce_min_words(candidates, keep, MIN_MODEL_SCENE_WORDS)
+        method = f"model:{handle.name}+{HEURISTIC_METHOD}"
+    scenes = split_long(merge_spans(candidates, keep), reading.paragraphs, MAX_SCENE_WORDS)
+    settings: list[Setting] = []
+    setting_methods: list[str] = []
+    setting_program = scene_setting_program() if handle.lm is not None else None
+    for scene in scenes:
+        text = span_text(reading, scene)
+        guess = heuristic_setting(text)
+        if setting_program is None:
+            settings.append(guess)
+            setting_methods.append(HEURISTIC_METHOD)
+            continue
+        words = _words(text)
+        excerpt = " ".join(words[:250]) + (" ... " + " ".join(words[-80:]) if len(words) > 330 else "")
+        try:
+            prediction = run_program(handle, setting_program, scene_text=excerpt)
+            settings.append(Setting(
+                location=str(prediction.location or guess.location).strip(),
+                time=str(prediction.time or guess.time).strip(),
+                atmosphere=str(prediction.atmosphere or "").strip(),
+            ))
+            setting_methods.append(f"model:{handle.name}")
+        except ModelOutputError as exc:
+            failures.append(f"setting of scene at paragraph {scene.first}: {exc}")
+            settings.append(guess)
+            setting_methods.append(HEURISTIC_METHOD)
+    return PreparedScenes(scenes, settings, method, setting_methods, failures)
+
+
+def _enforce_min_words(spans: Sequence[Span], keep: list[bool], min_words: int) -> list[bool]:
+    """Undo soft boundaries that would leave a scene shorter than `min_words`."""
+    result = list(keep)
+    words_since = 0
+    for index, span in enumerate(spans):
+        hard = span.boundary in ("start", "chapter")
+        if index > 0 and result[index] and not hard and words_since < min_words:
+            result[index] = False
+        if result[index]:
+            words_since = 0
+        words_since += span.words
+    return result
+
+
+def evidence_floor(record: RosterEvidence) -> str:
+    """The least status the hard evidence allows: speech, address, mention."""
+    if record.utterances or record.narration:
+        return "present_active"
+    if record.addressed:
+        return "present_silent"
+    if record.mentions:
+        return "referenced"
+    return "absent"
+
+
+def combine_status(record: RosterEvidence, model_status: str | None) -> str:
+    """The model may raise a status above the hard-evidence floor, never lower it.
+
+    Soft evidence (narrated actions) only shapes the heuristic status, which
+    the model's judgement replaces when there is one.
+    """
+    if model_status not in RANK:
+        return record.status()
+    floor = evidence_floor(record)
+    return model_status if RANK[model_status] >= RANK[floor] else floor
+
+
+def evidence_notes(reading: BookReading, evidence: dict[str, RosterEvidence]) -> str:
+    names = {c.slug: c.name for c in reading.book.characters}
+    lines = []
+    for slug, record in evidence.items():
+        lines.append(
+            f"{names[slug]}: named {record.mentions} times, quoted speaking {record.utterances} times, "
+            f"addressed {record.addressed} times, narrating {record.narration} paragraphs, "
+            f"acting in narration {record.actions} times"
+        )
+    return "\n".join(lines)
+
+
+def roster_excerpt(reading: BookReading, scene: Span, max_words: int = 900) -> str:
+    """The scene itself when short; else the paragraphs that name a character, with their neighbours."""
+    text = span_text(reading, scene)
+    if len(_words(text)) <= max_words:
+        return normalise_space(text)
+    chosen: list[int] = []
+    for index in scene.paragraphs:
+        if index in reading.mentions_by_paragraph:
+            chosen.extend(i for i in (index - 1, index, index + 1) if scene.first <= i <= scene.last)
+    pieces, total = [], 0
+    for index in sorted(set(chosen)):
+        words = _words(reading.paragraphs[index].text)
+        if total + len(words) > max_words:
+            break
+        pieces.append(" ".join(words))
+        total += len(words)
+    return " [...] ".join(pieces)
+
+
+def judge_rosters(
+    reading: BookReading,
+    scenes: Sequence[Span],
+    evidence: Sequence[dict[str, RosterEvidence]],
+    handle: ModelHandle,
+) -> tuple[list[dict[str, tuple[str, str | None]]], str, list[str]]:
+    """Per scene, per character slug: (final status, model status or None)."""
+    failures: list[str] = []
+    results: list[dict[str, tuple[str, str | None]]] = []
+    if handle.lm is None:
+        for scene_evidence in evidence:
+            results.append({slug: (record.status(), None) for slug, record in scene_evidence.items()})
+        return results, ROSTER_METHOD, failures
+    program = scene_roster_program()
+    by_name = {c.name.lower(): c.slug for c in reading.book.characters}
+    listing = [
+        f"{c.name} ({', '.join(c.aliases + c.descriptors)})" if c.aliases or c.descriptors else c.name
+        for c in reading.book.characters
+    ]
+    for scene, scene_evidence in zip(scenes, evidence):
+        judged: dict[str, str] = {}
+        try:
+            prediction = run_program(
+                handle, program, scene_text=roster_excerpt(reading, scene), characters=listing,
+                evidence=evidence_notes(reading, scene_evidence),
+            )
+            for entry in prediction.roster or []:
+                slug = by_name.get(str(entry.character).split("(")[0].strip().lower())
+                if slug:
+                    judged[slug] = entry.status
+        except ModelOutputError as exc:
+            failures.append(f"roster of scene at paragraph {scene.first}: {exc}")
+        results.append({
+            slug: (combine_status(record, judged.get(slug)), judged.get(slug))
+            for slug, record in scene_evidence.items()
+        })
+    return results, f"model:{handle.name}+{ROSTER_METHOD}", failures

@@ -1,0 +1,160 @@
+"""The book registry: what `reveriemem add-book` records under the data home.
+
+A registered book is a folder `<home>/books/<slug>/` holding the decoded text
+(`source.txt`, UTF-8, offsets unchanged), `book.json` (provenance and body
+offsets) and `characters.json` (validated focus characters with narrator
+spans as offsets). A folder is written under a temporary name and renamed
+into place, so a failed registration never leaves half a book behind and
+never touches books registered before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from reveriemem.characters import (
+    Character,
+    load_character_file,
+    slugify,
+    validate_characters,
+)
+from reveriemem.errors import RegistryError
+from reveriemem.settings import data_home
+from reveriemem.text import find_body, read_book_file, word_count
+
+
+@dataclass
+class Book:
+    """A registered book: its text, body offsets and focus characters."""
+
+    slug: str
+    title: str
+    text: str
+    body_start: int
+    body_end: int
+    characters: list[Character]
+    info: dict[str, Any]
+
+    def character(self, name_or_alias: str) -> Character:
+        """Find a focus character by canonical name, slug or alias (case-insensitive)."""
+        wanted = name_or_alias.strip().lower()
+        for character in self.characters:
+            names = {character.name, character.slug, *character.aliases}
+            if wanted in {n.lower() for n in names}:
+                return character
+        known = ", ".join(c.name for c in self.characters)
+        raise RegistryError(f"{name_or_alias!r} is not a focus character of {self.slug} (known: {known}).")
+
+
+def books_root(home: Path | None = None) -> Path:
+    root = (home or data_home()) / "books"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def list_books(home: Path | None = None) -> list[str]:
+    root = books_root(home)
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "book.json").exists())
+
+
+def prepare_book(
+    path: Path, characters_file: Path, slug: str | None = None
+) -> tuple[Book, list[str]]:
+    """Read, decode and validate a book and its character file, writing nothing."""
+    decoded = read_book_file(path)
+    slug = slugify(slug or path.stem)
+    title, characters = load_character_file(characters_file)
+    body = find_body(decoded.text)
+    if word_count(decoded.text[body[0] : body[1]]) < 20:
+        raise RegistryError(f"The book file {path} has no story text once its framing is removed.")
+    warnings = validate_characters(characters, decoded.text, body, str(path))
+    raw = path.read_bytes()
+    info = {
+        "slug": slug,
+        "title": title or slug.replace("-", " ").title(),
+        "source_path": str(path.resolve()),
+        "characters_file": str(characters_file.resolve()),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "encoding": decoded.encoding,
+        "body_start": body[0],
+        "body_end": body[1],
+        "chars": len(decoded.text),
+        "body_words": word_count(decoded.text[body[0] : body[1]]),
+        "registered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    book = Book(
+        slug=slug,
+        title=str(info["title"]),
+        text=decoded.text,
+        body_start=body[0],
+        body_end=body[1],
+        characters=characters,
+        info=info,
+    )
+    return book, warnings
+
+
+def write_book(book: Book, home: Path | None = None) -> Path:
+    """Store a prepared book; refuses a slug that is already registered."""
+    root = books_root(home)
+    target = root / book.slug
+    if target.exists():
+        raise RegistryError(
+            f"A book named {book.slug!r} is already registered; pass --name to register this one "
+            f"under another name, or run `reveriemem remove-book {book.slug}` first."
+        )
+    staging = Path(tempfile.mkdtemp(prefix=f".{book.slug}-", dir=root))
+    try:
+        with open(staging / "source.txt", "w", encoding="utf-8", newline="") as handle:
+            handle.write(book.text)
+        (staging / "book.json").write_text(json.dumps(book.info, indent=2), encoding="utf-8")
+        records = [c.to_record() for c in book.characters]
+        (staging / "characters.json").write_text(json.dumps(records, indent=2), encoding="utf-8")
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def remove_book(slug: str, home: Path | None = None) -> None:
+    target = books_root(home) / slug
+    if not target.exists():
+        raise RegistryError(f"No book named {slug!r} is registered.")
+    trash = target.with_name(f".removing-{slug}")
+    target.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def load_book(slug: str, home: Path | None = None) -> Book:
+    """Load a registered book; a clear error names what to run when it is missing."""
+    folder = books_root(home) / slug
+    if not (folder / "book.json").exists():
+        known = ", ".join(list_books(home)) or "none yet"
+        raise RegistryError(
+            f"No book named {slug!r} is registered (registered: {known}); "
+            f"run `reveriemem add-book PATH --characters FILE` first."
+        )
+    try:
+        info = json.loads((folder / "book.json").read_text(encoding="utf-8"))
+        records = json.loads((folder / "characters.json").read_text(encoding="utf-8"))
+        with open(folder / "source.txt", encoding="utf-8", newline="") as handle:
+            text = handle.read()
+    except (OSError, ValueError) as exc:
+        raise RegistryError(f"The registration of {slug!r} in {folder} is damaged: {exc}") from exc
+    return Book(
+        slug=slug,
+        title=info["title"],
+        text=text,
+        body_start=int(info["body_start"]),
+        body_end=int(info["body_end"]),
+        characters=[Character.from_record(r) for r in records],
+        info=info,
+    )

@@ -1,0 +1,263 @@
+"""Deterministic scene segmentation: candidate spans and the offline scenes.
+
+Chapter headings are hard boundaries. Inside a chapter, explicit breaks
+(`* * *`) and transition cues at a paragraph's start ("The next morning",
+"Meanwhile", a diary date) open candidate spans. The paper's LLM step merges
+contiguous candidates that belong to one dramatic unit; offline, a candidate
+boundary is kept when both sides are long enough to be scenes of their own,
+and over-long scenes are split at the paragraph nearest their middle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reveriemem.text import Paragraph, normalise_space
+
+SEGMENTER_VERSION = "scenes-v1"
+
+_NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
+_HEADING_RE = re.compile(
+    rf"^(?:CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|Stave|VOLUME|Volume)\b\.?\s*(?:{_NUMBER}\b)?.*$"
+)
+_ROMAN_ONLY_RE = re.compile(r"^(?:[IVXLCDM]+|\d+)\.?$")
+_BREAK_RE = re.compile(r"^[*#~_=•·\-\s]+$")
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_CUE_RE = re.compile(
+    r"^[_\W]*(?:"
+    r"(?:The\s+)?(?:next|following)\s+(?:morning|day|evening|night|afternoon|week)"
+    r"|(?:That|This)\s+(?:same\s+)?(?:evening|night|afternoon|morning)"
+    r"|Later(?:\s+on|\s+that|\s+in|[.,:])"
+    r"|(?:An|One|A\s+few|A\s+couple\s+of|Two|Three|Some|Several|Many|Half\s+an)\s+(?:hour|hours|day|days|week|weeks|month|months|minutes|years)\s+(?:later|afterwards|after)"
+    r"|Meanwhile|In\s+the\s+meantime|Early\s+(?:the\s+next|next|on\s+the\s+following)"
+    r"|At\s+(?:dawn|daybreak|noon|midnight|nightfall|sunrise|sunset)"
+    r"|When\s+(?:at\s+last\s+)?(?:I|we|he|she|they)\s+(?:reached|arrived|returned|got\s+back|came\s+back|awoke|woke)"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|(?:{_MONTHS})\s+\d{{1,2}}\b"
+    r")",
+)
+
+
+@dataclass
+class Heading:
+    paragraph: int
+    title: str
+
+
+@dataclass
+class Span:
+    """A run of contiguous prose paragraphs: a candidate scene or a scene."""
+
+    chapter: int
+    chapter_title: str
+    first: int  # paragraph index
+    last: int  # paragraph index, inclusive
+    boundary: str  # what opens it: start | chapter | break | cue | length
+    cue: str = ""
+    words: int = 0
+    paragraphs: list[int] = field(default_factory=list)
+
+
+def heading_strength(paragraph: Paragraph) -> int:
+    """2 for a numbered heading (`CHAPTER IV`, `BOOK II`, `XII`), 1 for a short
+    all-capitals line (a chapter title, `DR. SEWARD'S DIARY`), 0 for prose."""
+    text = normalise_space(paragraph.text)
+    if len(text) > 160 or any(q in text for q in '"“”'):
+        return 0
+    if _HEADING_RE.match(text) or _ROMAN_ONLY_RE.match(text):
+        return 2
+    letters = [c for c in text if c.isalpha()]
+    if len(letters) >= 3 and not any(c.islower() for c in letters) and len(text.split()) <= 16:
+        return 1
+    return 0
+
+
+def heading_flags(paragraphs: Sequence[Paragraph]) -> list[bool]:
+    """Which paragraphs are headings: numbered ones, and capitals lines next to them."""
+    strength = [heading_strength(p) for p in paragraphs]
+    flags = [s == 2 for s in strength]
+    for index, value in enumerate(strength):
+        if value == 1:
+            j = index - 1
+            while j >= 0 and strength[j] == 1:
+                j -= 1
+            k = index + 1
+            while k < len(strength) and strength[k] == 1:
+                k += 1
+            flags[index] = (j >= 0 and strength[j] == 2) or (k < len(strength) and strength[k] == 2)
+    return flags
+
+
+def is_break(paragraph: Paragraph) -> bool:
+    text = paragraph.text.strip()
+    return bool(_BREAK_RE.match(text)) and sum(c in "*#~_=•·-" for c in text) >= 3
+
+
+def transition_cue(paragraph: Paragraph) -> str:
+    match = _CUE_RE.match(normalise_space(paragraph.text))
+    return match.group(0).strip("_ ") if match else ""
+
+
+def candidate_spans(
+    paragraphs: Sequence[Paragraph], front_matter_words: int = 1000, chunk_words: int = 600
+) -> list[Span]:
+    """Split a book's paragraphs into candidate spans (no merging yet).
+
+    Runs of headings open chapters; a heading run followed by almost no prose
+    (a table of contents) is skipped; text before the first real chapter is
+    front matter when it is short. Spans longer than `chunk_words` are cut
+    into chunks at paragraph boundaries (boundary `chunk`), so that a model
+    can find scene changes that no cue marks.
+    """
+    chapter, title = 0, ""
+    spans: list[Span] = []
+    current: Span | None = None
+    heading_run: list[str] = []
+    pending_boundary = "start"
+    headings = heading_flags(paragraphs)
+    for paragraph in paragraphs:
+        if headings[paragraph.index - paragraphs[0].index]:
+            heading_run.append(normalise_space(paragraph.text))
+            current = None
+            continue
+        if heading_run:
+            chapter += 1
+            title = " ".join(heading_run)
+            heading_run = []
+            pending_boundary = "chapter"
+        if is_break(paragraph):
+            current = None
+            if pending_boundary != "chapter":
+                pending_boundary = "break"
+            continue
+        cue = transition_cue(paragraph)
+        if current is not None and cue:
+            current = None
+            pending_boundary = "cue"
+        elif current is not None and current.words >= chunk_words:
+            current = None
+            pending_boundary = "chunk"
+        if current is None:
+            current = Span(chapter=chapter, chapter_title=title, first=paragraph.index,
+                           last=paragraph.index, boundary=pending_boundary, cue=cue)
+            spans.append(current)
+            pending_boundary = "chunk"
+        current.last = paragraph.index
+        current.paragraphs.append(paragraph.index)
+        current.words += paragraph.words
+    return _drop_front_matter(spans, front_matter_words)
+
+
+def _drop_front_matter(spans: list[Span], front_matter_words: int) -> list[Span]:
+    chapter_words: dict[int, int] = {}
+    for span in spans:
+        chapter_words[span.chapter] = chapter_words.get(span.chapter, 0) + span.words
+    real = [c for c, w in chapter_words.items() if c > 0 and w >= 60]
+    if not real:
+        return spans
+    first_real = min(real)
+    kept = []
+    for span in spans:
+        if span.chapter < first_real:
+            if span.chapter == 0 and chapter_words[0] >= front_matter_words:
+                kept.append(span)
+            continue
+        if chapter_words[span.chapter] < 60 and kept:
+            # a near-empty chapter inside the body (an epigraph, a heading run): keep as prose
+            kept.append(span)
+            continue
+        kept.append(span)
+    if kept and kept[0].boundary != "start":
+        kept[0].boundary = "start"
+    return kept
+
+
+def merge_spans(spans: Sequence[Span], keep_boundary: Sequence[bool]) -> list[Span]:
+    """Merge each span into the one before where `keep_boundary[i]` is False.
+
+    Chapter openings are always kept. `keep_boundary` has one flag per span.
+    """
+    scenes: list[Span] = []
+    for span, keep in zip(spans, keep_boundary):
+        hard = span.boundary in ("start", "chapter")
+        if scenes and not hard and not keep and scenes[-1].chapter == span.chapter:
+            last = scenes[-1]
+            last.last = span.last
+            last.words += span.words
+            last.paragraphs.extend(span.paragraphs)
+        else:
+            scenes.append(Span(chapter=span.chapter, chapter_title=span.chapter_title, first=span.first,
+                               last=span.last, boundary=span.boundary, cue=span.cue, words=span.words,
+                               paragraphs=list(span.paragraphs)))
+    return scenes
+
+
+def heuristic_boundaries(spans: Sequence[Span], min_words: int = 300) -> list[bool]:
+    """Offline policy: keep a soft boundary when both neighbours are scene-sized.
+
+    An explicit break is kept unless a side is a fragment (under 60 words);
+    a `chunk` boundary (cut for length only) is never kept.
+    """
+    keep: list[bool] = []
+    for index, span in enumerate(spans):
+        if span.boundary in ("start", "chapter"):
+            keep.append(True)
+            continue
+        if span.boundary == "chunk":
+            keep.append(False)
+            continue
+        before = _words_since_boundary(spans, index)
+        threshold = 60 if span.boundary == "break" else min_words
+        after = _words_until_next_boundary(spans, index, threshold)
+        keep.append(before >= threshold and after >= threshold)
+    return keep
+
+
+def _words_since_boundary(spans: Sequence[Span], index: int) -> int:
+    total = 0
+    for span in reversed(spans[:index]):
+        total += span.words
+        if span.boundary != "chunk":
+            break
+    return total
+
+
+def _words_until_next_boundary(spans: Sequence[Span], index: int, threshold: int) -> int:
+    total = 0
+    for span in spans[index:]:
+        if span is not spans[index] and span.boundary != "chunk":
+            break
+        total += span.words
+        if total >= threshold:
+            break
+    return total
+
+
+def split_long(scenes: Sequence[Span], paragraphs: Sequence[Paragraph], max_words: int) -> list[Span]:
+    """Split scenes longer than `max_words` at paragraph boundaries, as evenly as possible."""
+    result: list[Span] = []
+    for scene in scenes:
+        if scene.words <= max_words or len(scene.paragraphs) < 2:
+            result.append(scene)
+            continue
+        parts = -(-scene.words // max_words)
+        target = scene.words / parts
+        chunk: list[int] = []
+        words = 0
+        for index in scene.paragraphs:
+            chunk.append(index)
+            words += paragraphs[index].words
+            if words >= target and len(result) >= 0 and index != scene.paragraphs[-1]:
+                result.append(_span_of(scene, chunk, words, paragraphs, first=not any(
+                    r.paragraphs and r.paragraphs[0] == scene.paragraphs[0] for r in result)))
+                chunk, words = [], 0
+        if chunk:
+            result.append(_span_of(scene, chunk, words, paragraphs, first=False))
+    return result
+
+
+def _span_of(scene: Span, chunk: list[int], words: int, paragraphs: Sequence[Paragraph], first: bool) -> Span:
+    return Span(chapter=scene.chapter, chapter_title=scene.chapter_title, first=chunk[0], last=chunk[-1],
+                boundary=scene.boundary if first else "length", cue=scene.cue if first else "",
+                words=words, paragraphs=list(chunk))

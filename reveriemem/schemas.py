@@ -1,0 +1,93 @@
+"""Explicit Arrow schemas of every stored asset, in one place."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+EMBEDDING_DIM = 384
+
+SCENES = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),  # "" : scenes are book-level rows
+        ("scene_id", pa.int32()),
+        ("chapter", pa.int32()),
+        ("chapter_title", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("first_paragraph", pa.int32()),
+        ("last_paragraph", pa.int32()),
+        ("words", pa.int32()),
+        ("boundary", pa.string()),
+        ("location", pa.string()),
+        ("time", pa.string()),
+        ("atmosphere", pa.string()),
+        ("opening", pa.string()),
+        ("method", pa.string()),
+        ("setting_method", pa.string()),
+        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
+    ]
+)
+
+UTTERANCES = pa.schema(
+    [
+        ("book", pa.string()),
+        ("scene_id", pa.int32()),
+        ("paragraph", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("speaker", pa.string()),  # focus character slug or null
+        ("speaker_label", pa.string()),
+        ("addressees", pa.list_(pa.string())),
+        ("text", pa.string()),
+        ("method", pa.string()),
+    ]
+)
+
+ROSTERS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("scene_id", pa.int32()),
+        ("character", pa.string()),
+        ("character_name", pa.string()),
+        ("status", pa.string()),
+        ("heuristic_status", pa.string()),
+        ("model_status", pa.string()),
+        ("utterances", pa.int32()),
+        ("narration", pa.int32()),
+        ("addressed", pa.int32()),
+        ("actions", pa.int32()),
+        ("mentions", pa.int32()),
+        ("present_start", pa.int64()),
+        ("present_end", pa.int64()),
+        ("first_offset", pa.int64()),
+        ("scene_start", pa.int64()),
+        ("scene_end", pa.int64()),
+        ("method", pa.string()),
+    ]
+)
+
+CHARACTER_SCENES = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),
+        ("scene_id", pa.int32()),
+        ("status", pa.string()),
+        ("scene_start", pa.int64()),
+        ("scene_end", pa.int64()),
+        ("present_start", pa.int64()),
+        ("present_end", pa.int64()),
+        ("location", pa.string()),
+        ("time", pa.string()),
+        ("atmosphere", pa.string()),
+        ("utterances", pa.int32()),
+        ("method", pa.string()),
+    ]
+)
+
+BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
+    "scenes": ("lancedb", SCENES),
+    "utterances": ("parquet", UTTERANCES),
+    "scene_rosters": ("parquet", ROSTERS),
+    "character_scenes": ("parquet", CHARACTER_SCENES),
+}

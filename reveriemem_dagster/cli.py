@@ -1,0 +1,133 @@
+"""The `reveriemem` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path, shipped_character_file
+from reveriemem.errors import ReverieMemError
+from reveriemem.registry import list_books, load_book, prepare_book, remove_book, write_book
+from reveriemem.settings import data_home
+
+
+class ReverieGroup(click.Group):
+    """Turns the project's own errors into one sentence and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ReverieMemError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=ReverieGroup)
+@click.version_option(package_name="reveriemem")
+def main() -> None:
+    """ReverieMem: perspective-bounded memory for characters of a book.
+
+    Data lives in $REVERIEMEM_HOME (default ./.reveriemem); the model is chosen
+    by $REVERIEMEM_LM or --lm (a LiteLLM model string, gguf:/path/model.gguf,
+    `bundled` for the offline SmolLM2-135M, or `none` for the deterministic path).
+    """
+
+
+def _register(path: Path, characters: Path | None, name: str | None) -> None:
+    from reveriemem_dagster.instance import get_instance, register_partitions
+
+    if characters is None:
+        characters = shipped_character_file(name or path.stem)
+        if characters is None:
+            raise click.UsageError("Give the focus characters with --characters FILE (see docs/formats.md).")
+    book, warnings = prepare_book(path, characters, slug=name)
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    folder = write_book(book)
+    try:
+        register_partitions(get_instance(), book)
+    except Exception:
+        remove_book(book.slug)
+        raise
+    spans = sum(len(c.narrator_spans) for c in book.characters)
+    click.echo(
+        f"Registered {book.slug!r}: {book.info['body_words']} words, {len(book.characters)} focus characters "
+        f"({', '.join(c.name for c in book.characters)}), {spans} narrator spans, in {folder}."
+    )
+
+
+@main.command("add-book")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--characters", "characters", type=click.Path(path_type=Path),
+              help="YAML character file; defaults to the one shipped for the six benchmark novels.")
+@click.option("--name", help="The book's name (slug); defaults to the file name without extension.")
+def add_book(path: Path, characters: Path | None, name: str | None) -> None:
+    """Register a book (plain text) with its focus characters."""
+    _register(path, characters, name)
+
+
+@main.command("remove-book")
+@click.argument("book")
+def remove_book_command(book: str) -> None:
+    """Forget a registered book (its stored memory rows stay until rebuilt)."""
+    from reveriemem_dagster.instance import get_instance, unregister_partitions
+
+    record = load_book(book)
+    still_used = {c.slug for other in list_books() if other != book for c in load_book(other).characters}
+    remove_book(book)
+    unregister_partitions(get_instance(), record, still_used)
+    click.echo(f"Removed {book!r}.")
+
+
+@main.command("books")
+def books() -> None:
+    """List the registered books."""
+    slugs = list_books()
+    if not slugs:
+        click.echo(f"No books registered in {data_home()}.")
+    for slug in slugs:
+        book = load_book(slug)
+        click.echo(f"{slug}\t{book.info['body_words']} words\t{', '.join(c.name for c in book.characters)}")
+
+
+def _summarise(report: object) -> None:
+    meta = report.metadata  # type: ignore[attr-defined]
+    scenes = meta.get("scenes", {})
+    rosters = meta.get("scene_rosters", {})
+    statuses = {k.removeprefix("status_"): v for k, v in rosters.items() if k.startswith("status_")}
+    click.echo(
+        f"{report.book}: {scenes.get('scenes', '?')} scenes ({scenes.get('method', '?')}), "  # type: ignore[attr-defined]
+        f"rosters {json.dumps(statuses)}, model calls {int(scenes.get('model_calls', 0)) + int(rosters.get('model_calls', 0))}, "
+        f"{report.runs} runs in {report.seconds:.1f}s."  # type: ignore[attr-defined]
+    )
+
+
+@main.command("build")
+@click.argument("book")
+@click.option("--lm", default="", help="Model for this build (overrides $REVERIEMEM_LM).")
+@click.option("--embedder", default="", help="Embedding model (overrides $REVERIEMEM_EMBEDDER).")
+def build(book: str, lm: str, embedder: str) -> None:
+    """Materialise a book's memory in the project's Dagster instance."""
+    from reveriemem_dagster.build import build_book
+
+    load_book(book)
+    report = build_book(book, lm=lm, embedder=embedder, progress=lambda m: click.echo(f"... {m}", err=True))
+    _summarise(report)
+
+
+@main.command("demo")
+@click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
+def demo(lm: str) -> None:
+    """Register the embedded demo story (once) and build its memory."""
+    from reveriemem_dagster.build import build_book
+
+    if DEMO_SLUG not in list_books():
+        _register(demo_book_path(), demo_characters_path(), DEMO_SLUG)
+    report = build_book(DEMO_SLUG, lm=lm, progress=lambda m: click.echo(f"... {m}", err=True))
+    _summarise(report)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

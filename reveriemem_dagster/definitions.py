@@ -1,0 +1,40 @@
+"""The one `Definitions` of ReverieMem."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import scenes as scene_assets
+from reveriemem_dagster.io_managers import MemoryIOManager
+from reveriemem_dagster.partitions import book_character_partitions, book_partitions
+from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+
+BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters]
+CHARACTER_ASSETS = [scene_assets.character_scenes]
+ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS]
+
+book_memory_job = dg.define_asset_job(
+    "book_memory",
+    selection=dg.AssetSelection.assets(*BOOK_ASSETS),
+    partitions_def=book_partitions,
+    description="A book's scenes, utterances and rosters (one run per book).",
+)
+character_memory_job = dg.define_asset_job(
+    "character_memory",
+    selection=dg.AssetSelection.assets(*CHARACTER_ASSETS),
+    partitions_def=book_character_partitions,
+    description="Per-character memory of a book (one run per book|character pair).",
+)
+
+
+def default_resources() -> dict[str, object]:
+    """Resources configured from the environment (REVERIEMEM_LM, REVERIEMEM_EMBEDDER, REVERIEMEM_HOME)."""
+    return {"lm": LanguageModel(), "embedder": EmbeddingModel(), "memory_io": MemoryIOManager()}
+
+
+defs = dg.Definitions(
+    assets=ALL_ASSETS,
+    asset_checks=scene_assets.CHECKS,
+    jobs=[book_memory_job, character_memory_job],
+    resources=default_resources(),
+)
