@@ -46,8 +46,10 @@ def _usage_metadata(before: dict, after: dict) -> dict:
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP,
-          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"})
-def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel) -> pl.DataFrame:
+          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+          check_specs=[dg.AssetCheckSpec("scenes_are_ordered", asset="scenes",
+                                         description="Scenes exist, are ordered and do not overlap.")])
+def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel):
     """Scenes: candidate spans merged into dramatic units, with setting metadata."""
     book = load_book(partition_ref(context.partition_key).book)
     reading = BookReading(book)
@@ -74,12 +76,14 @@ def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: Embed
             zip(prepared.scenes, prepared.settings, prepared.setting_methods, openings, vectors)
         )
     ]
-    context.add_output_metadata({
+    metadata = {
         "scenes": len(rows), "candidate_spans": len(reading.candidates), "method": prepared.method,
         "fallbacks": len(prepared.failures), "embedder": embedder.embedder().name,
         **_usage_metadata(before, handle.usage.summary()),
-    })
-    return frame(rows, SCENES)
+    }
+    table = frame(rows, SCENES)
+    yield dg.Output(table, metadata=metadata)
+    yield scenes_ordered_check(table)
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet"})
@@ -102,8 +106,10 @@ def utterances(context: dg.AssetExecutionContext, scenes: pl.DataFrame) -> pl.Da
     return table
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"})
-def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame) -> pl.DataFrame:
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"},
+          check_specs=[dg.AssetCheckSpec("rosters_are_complete", asset="scene_rosters",
+                                         description="Every scene has one roster row per focus character.")])
+def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame):
     """For every focus character and scene: present_active, present_silent, referenced or absent."""
     book = load_book(partition_ref(context.partition_key).book)
     reading = BookReading(book)
@@ -135,10 +141,11 @@ def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: 
             })
     table = frame(rows, ROSTERS)
     counts = dict(table.group_by("status").len().iter_rows())
-    context.add_output_metadata({"rows": table.height, "method": method, "fallbacks": len(failures),
-                                 **{f"status_{k}": int(v) for k, v in counts.items()},
-                                 **_usage_metadata(before, handle.usage.summary())})
-    return table
+    metadata = {"method": method, "fallbacks": len(failures),
+                **{f"status_{k}": int(v) for k, v in counts.items()},
+                **_usage_metadata(before, handle.usage.summary())}
+    yield dg.Output(table, metadata=metadata)
+    yield rosters_complete_check(table, len(book.characters))
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
@@ -165,21 +172,18 @@ def character_scenes(context: dg.AssetExecutionContext, scene_rosters: pl.DataFr
     return table
 
 
-@dg.asset_check(asset=scenes, description="Scenes exist, are ordered and do not overlap.")
-def scenes_are_ordered(scenes: pl.DataFrame) -> dg.AssetCheckResult:
-    ordered = scenes.sort("scene_id")
+def scenes_ordered_check(table: pl.DataFrame) -> dg.AssetCheckResult:
+    """Scenes exist, are ordered and do not overlap."""
+    ordered = table.sort("scene_id")
     starts, ends = ordered["start"].to_list(), ordered["end"].to_list()
     overlaps = sum(1 for i in range(1, len(starts)) if starts[i] < ends[i - 1])
-    return dg.AssetCheckResult(passed=scenes.height > 0 and overlaps == 0,
-                               metadata={"scenes": scenes.height, "overlaps": overlaps})
+    return dg.AssetCheckResult(check_name="scenes_are_ordered", passed=table.height > 0 and overlaps == 0,
+                               metadata={"scenes": table.height, "overlaps": overlaps})
 
 
-@dg.asset_check(asset=scene_rosters, description="Every scene has one roster row per focus character.")
-def rosters_are_complete(scene_rosters: pl.DataFrame) -> dg.AssetCheckResult:
-    per_scene = scene_rosters.group_by("scene_id").len()["len"].unique().to_list()
-    characters = scene_rosters["character"].n_unique()
-    complete = scene_rosters.height > 0 and per_scene == [characters]
-    return dg.AssetCheckResult(passed=complete, metadata={"rows": scene_rosters.height, "characters": characters})
-
-
-CHECKS = [scenes_are_ordered, rosters_are_complete]
+def rosters_complete_check(table: pl.DataFrame, characters: int) -> dg.AssetCheckResult:
+    """Every scene has exactly one roster row per focus character."""
+    per_scene = table.group_by("scene_id").len()["len"].unique().to_list()
+    complete = table.height > 0 and per_scene == [characters]
+    return dg.AssetCheckResult(check_name="rosters_are_complete", passed=complete,
+                               metadata={"rows": table.height, "characters": characters})

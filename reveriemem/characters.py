@@ -149,7 +149,7 @@ def surface_pattern(form: str, *, flexible_case: bool = False) -> re.Pattern[str
     if flexible_case and words:
         first = form.split()[0]
         words[0] = f"[{first[0].upper()}{first[0].lower()}]" + re.escape(first[1:])
-    return re.compile(r"(?<![\w])" + r"\s+".join(words) + r"(?![\w])")
+    return re.compile(r"(?<![^\W_])" + r"\s+".join(words) + r"(?![^\W_])")
 
 
 def validate_characters(

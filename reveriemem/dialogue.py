@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.characters import Character
+from reveriemem.clauses import is_action_subject
 from reveriemem.mentions import Mention
 from reveriemem.text import Paragraph
 
@@ -155,8 +156,12 @@ def attribute_dialogue(
         if utterance.method == "none" and open_quote and same_scene and previous is not None \
                 and paragraph.text.startswith(('"', "“")):
             _copy_speaker(utterance, previous, "continuation")
-        if utterance.method == "none":
-            _attribute_by_beat(utterance, text, fragments, mentions)
+        if utterance.method == "none" or (utterance.speaker is None and utterance.speaker_label
+                                          and utterance.speaker_label.startswith("?")):
+            if utterance.method == "none":
+                _attribute_by_beat(utterance, text, fragments, mentions, gender, recent, narrator_at.get(paragraph.index))
+            if utterance.speaker is None and same_scene and previous is not None:
+                _attribute_as_reply(utterance, previous, gender)
         if utterance.method == "none" and same_scene and previous is not None and before_previous is not None \
                 and not fragments_have_words(text, fragments):
             if (
@@ -178,10 +183,30 @@ def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> boo
     return any(re.search(r"[A-Za-z]{2,}", text[a:b]) for a, b in fragments)
 
 
+def _attribute_as_reply(utterance: Utterance, previous: Utterance, gender: dict[str, str]) -> None:
+    """The character addressed by name in the line just before answers it."""
+    pronoun = utterance.speaker_label[1:] if utterance.speaker_label and utterance.speaker_label.startswith("?") else None
+    wanted = {"he": "male", "she": "female"}.get(pronoun or "")
+    candidates = [s for s in previous.addressees if s != previous.speaker and (wanted is None or gender.get(s) == wanted)]
+    if len(candidates) == 1:
+        utterance.speaker, utterance.speaker_label, utterance.method = candidates[0], candidates[0], "reply"
+
+
 def _copy_speaker(target: Utterance, source: Utterance, method: str) -> None:
     target.speaker = source.speaker
     target.speaker_label = source.speaker_label
     target.method = method
+
+
+def _tag_clause(text: str, a: int, b: int, follows_quote: bool) -> tuple[int, int]:
+    """The clause of a narration fragment that can hold a speech tag: the first
+    clause after a quote, or the last clause before one."""
+    fragment = text[a:b]
+    if follows_quote:
+        stop = re.search(r"[.!?;:]", fragment)
+        return a, a + (stop.start() if stop else len(fragment))
+    starts = [m.end() for m in re.finditer(r"[.!?;]\s", fragment)]
+    return a + (starts[-1] if starts else 0), b
 
 
 def _attribute_by_tag(
@@ -194,76 +219,82 @@ def _attribute_by_tag(
     recent: list[tuple[int, str]],
     narrator: str | None,
 ) -> None:
-    """Speech tags in the narration right after or right before a quote."""
+    """Speech tags in the clause right after or right before a quote."""
     narration_mentions = [m for m in mentions if not in_spans(m.start, spans)]
     for a, b in fragments:
-        fragment = text[a:b]
         follows_quote = any(span_end == a for _, span_end in spans)
         precedes_quote = any(span_start == b for span_start, _ in spans)
         if not (follows_quote or precedes_quote):
             continue
-        local = [m for m in narration_mentions if a <= m.start < b]
-        verb = re.search(rf"\b{_VERB}\b", fragment)
-        if verb and local:
-            # the focus mention nearest the speech verb, within a few words of it
-            nearest = min(local, key=lambda m: abs(m.start - (a + verb.start())))
-            gap = text[min(nearest.end, a + verb.start()) : max(nearest.start, a + verb.end())]
+        ca, cb = _tag_clause(text, a, b, follows_quote)
+        clause = text[ca:cb]
+        verb = re.search(rf"\b{_VERB}\b", clause)
+        if not verb:
+            continue
+        local = [m for m in narration_mentions if ca <= m.start < cb]
+        if local:
+            nearest = min(local, key=lambda m: abs(m.start - (ca + verb.start())))
+            gap = text[min(nearest.end, ca + verb.start()) : max(nearest.start, ca + verb.end())]
             if len(gap.split()) <= 3:
                 utterance.speaker, utterance.speaker_label, utterance.method = (
                     nearest.character, nearest.character, "tag")
                 return
-        pronoun = None
-        if follows_quote:
-            found = _PRONOUN_TAG_AFTER.search(fragment)
-            pronoun = found and (found.group(1) or found.group(2))
-        if not pronoun and precedes_quote:
-            found = _PRONOUN_TAG_BEFORE.search(fragment)
-            pronoun = found and found.group(1)
+        found = (_PRONOUN_TAG_AFTER.search(clause) if follows_quote else None) or \
+            (_PRONOUN_TAG_BEFORE.search(clause) if precedes_quote else None)
+        pronoun = found and next((g for g in found.groups() if g), None)
         if pronoun:
-            if pronoun == "I":
-                if narrator:
-                    utterance.speaker, utterance.speaker_label, utterance.method = narrator, narrator, "tag"
-                else:
-                    utterance.speaker_label, utterance.method = "I", "tag"
-                return
-            wanted = "male" if pronoun.lower() == "he" else "female"
-            window = utterance.paragraph - 2
-            for index, slug in reversed(recent[-12:]):
-                if index >= window and gender.get(slug) == wanted:
-                    utterance.speaker, utterance.speaker_label, utterance.method = slug, slug, "pronoun"
-                    return
-            utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
+            _resolve_pronoun(utterance, pronoun, gender, recent, narrator)
             return
-        other = None
-        if follows_quote:
-            found = _OTHER_TAG_AFTER.search(fragment) or _OTHER_TAG_SUBJECT.search(fragment)
-            other = found and found.group(1)
-        if not other and precedes_quote:
-            found = _OTHER_TAG_BEFORE.search(fragment)
-            other = found and found.group(1)
+        found = (_OTHER_TAG_AFTER.search(clause) or _OTHER_TAG_SUBJECT.search(clause)) if follows_quote else None
+        found = found or (_OTHER_TAG_BEFORE.search(clause) if precedes_quote else None)
+        other = found and found.group(1)
         if other and other.split()[0] not in _NOT_NAMES:
             utterance.speaker_label, utterance.method = other, "tag"
             return
 
 
-def _attribute_by_beat(
-    utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention]
+def _resolve_pronoun(
+    utterance: Utterance, pronoun: str, gender: dict[str, str], recent: list[tuple[int, str]], narrator: str | None
 ) -> None:
-    """A paragraph whose narration opens with a named focus subject: that character speaks."""
-    if not fragments:
+    """`I` is the narrator; he/she is the focus character of that gender named
+    in the narration of this or the two paragraphs before, if any."""
+    if pronoun == "I":
+        utterance.speaker, utterance.speaker_label, utterance.method = narrator, narrator or "I", "tag"
         return
-    a, b = fragments[0]
-    lead = text[a:b]
-    if not re.search(r"[A-Za-z]{2,}", lead):
+    wanted = "male" if pronoun.lower() == "he" else "female"
+    window = utterance.paragraph - 2
+    for index, slug in reversed(recent[-12:]):
+        if index >= window and gender.get(slug) == wanted:
+            utterance.speaker, utterance.speaker_label, utterance.method = slug, slug, "pronoun"
+            return
+    utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
+
+
+def _attribute_by_beat(
+    utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention],
+    gender: dict[str, str], recent: list[tuple[int, str]], narrator: str | None,
+) -> None:
+    """An action beat beside the quote ("Vane sat back.", "The old clerk's smile
+    did not waver.", "She did not sit down."): its subject is the speaker."""
+    for a, b in fragments:
+        lead = text[a:b]
+        if not re.search(r"[A-Za-z]{2,}", lead):
+            continue
+        offset = len(lead) - len(lead.lstrip(" \t\r\n"))
+        first = next((m for m in mentions if a <= m.start < b), None)
+        if first is not None and is_action_subject(text, first, a + offset):
+            before = text[a + offset : first.start].strip()
+            if before in ("", "The", "the"):
+                utterance.speaker, utterance.speaker_label, utterance.method = first.character, first.character, "beat"
+                return
+        pronoun = re.match(r"(He|She|I)\s+(?:\w+ly\s+)?(?:did\s+not\s+|had\s+)?[a-z]+", lead[offset:])
+        if pronoun:
+            _resolve_pronoun(utterance, pronoun.group(1), gender, recent, narrator)
+            if utterance.speaker:
+                utterance.method = "beat"
+                return
+            utterance.speaker_label, utterance.method = None, "none"
         return
-    first = next((m for m in mentions if a <= m.start < b), None)
-    if first is None:
-        return
-    before = text[a : first.start].strip()
-    if before in ("", "The", "the") or before.endswith((".", "!", "?")):
-        after = text[first.end : min(b, first.end + 40)]
-        if re.match(r"^(?:'s|’s)?\s+(?:\w+ly\s+)?[a-z]+(?:ed|ew|ook|ose|at|ood|ent|ame|ave|ew|ught|ked|ed)\b", after):
-            utterance.speaker, utterance.speaker_label, utterance.method = first.character, first.character, "beat"
 
 
 def _vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
@@ -275,6 +306,9 @@ def _vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[M
             continue
         before = text[span[0] : mention.start].lstrip('"“ ')
         after = text[mention.end : mention.end + 2]
+        rest = text[mention.end : span[1]].strip('"”,.!?;:—- \r\n')
+        if before == "" and not rest:
+            continue  # a quote that is only a name ("Captain Dask," she said) names, not addresses
         opens = before == "" or re.search(r"(?:[,!?;]|\b(?:O|Oh|Ah|Dear|My dear))\s*$", before) is not None
         closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
         if opens and closes and mention.character not in addressed:

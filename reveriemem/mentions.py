@@ -42,7 +42,7 @@ class AliasMatcher:
                 self._add(capital, character.slug, "descriptor")
         forms = sorted(self._owners, key=lambda f: (-len(f), f))
         alternation = "|".join(r"\s+".join(re.escape(w) for w in f.split()) for f in forms)
-        self._pattern = re.compile(r"(?<![\w])(?:" + alternation + r")(?![\w])") if forms else None
+        self._pattern = re.compile(r"(?<![^\W_])(?:" + alternation + r")(?![^\W_])") if forms else None
 
     def _add(self, form: str, slug: str, kind: str) -> None:
         key = " ".join(form.split())

@@ -62,7 +62,10 @@ class Span:
 def heading_strength(paragraph: Paragraph) -> int:
     """2 for a numbered heading (`CHAPTER IV`, `BOOK II`, `XII`), 1 for a short
     all-capitals line (a chapter title, `DR. SEWARD'S DIARY`), 0 for prose."""
-    text = normalise_space(paragraph.text)
+    return heading_strength_text(normalise_space(paragraph.text))
+
+
+def heading_strength_text(text: str) -> int:
     if len(text) > 160 or any(q in text for q in '"“”'):
         return 0
     if _HEADING_RE.match(text) or _ROMAN_ONLY_RE.match(text):
@@ -123,7 +126,8 @@ def candidate_spans(
             continue
         if heading_run:
             chapter += 1
-            title = " ".join(heading_run)
+            numbered = [i for i, h in enumerate(heading_run) if heading_strength_text(h) == 2]
+            title = " ".join(heading_run[numbered[-1] if numbered else 0 :])
             heading_run = []
             pending_boundary = "chapter"
         if is_break(paragraph):

@@ -20,7 +20,7 @@ _START_RE = re.compile(
 )
 _END_RE = re.compile(
     r"^(?:\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK"
-    r"|End of (?:the )?Project Gutenberg'?s? (?:E-?book|Etext))",
+    r"|End of (?:the )?Project Gutenberg(?:'s)?\b)",
     re.IGNORECASE | re.MULTILINE,
 )
 _PARAGRAPH_BREAK_RE = re.compile(r"(?:[ \t]*\r?\n){2,}")

@@ -34,7 +34,6 @@ def default_resources() -> dict[str, object]:
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    asset_checks=scene_assets.CHECKS,
     jobs=[book_memory_job, character_memory_job],
     resources=default_resources(),
 )

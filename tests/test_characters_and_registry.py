@@ -1,0 +1,127 @@
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reveriemem.characters import load_character_file, resolve_narrator_spans
+from reveriemem.errors import CharacterFileError
+from reveriemem.registry import list_books, load_book
+from reveriemem_dagster.cli import main
+from tests.conftest import write_book
+
+STORY = ("CHAPTER I. THE MEETING\r\n\r\nI met Holmes at the laboratory. Holmes rose and shook my hand.\r\n\r\n"
+         "\"You have been in Afghanistan, Watson,\" said Holmes.\r\n\r\nCHAPTER II. ALONE\r\n\r\n"
+         "Mrs. Hudson cleared the table while we were out, and thought about Lestrade.\r\n")
+CHARACTERS = """characters:
+  - name: Sherlock Holmes
+    aliases: [Holmes]
+    gender: male
+  - name: John Watson
+    aliases: [Watson]
+    gender: male
+    narrator_spans: all
+  - name: Mrs. Hudson
+    aliases: [Mrs. Hudson]
+    gender: female
+"""
+
+
+def _files(tmp_path: Path, story: str = STORY, characters: str = CHARACTERS) -> tuple[Path, Path]:
+    book = write_book(tmp_path, story, name="tale.txt", gutenberg=True)
+    chars = tmp_path / "tale.yaml"
+    chars.write_text(characters, encoding="utf-8")
+    return book, chars
+
+
+def test_add_book_registers_with_slug_from_file_name(tmp_path: Path):
+    book, chars = _files(tmp_path)
+    result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    assert result.exit_code == 0, result.output
+    assert list_books() == ["tale"]
+    registered = load_book("tale")
+    assert registered.text[registered.body_start :].startswith("CHAPTER I.")
+    assert registered.character("watson").narrator_spans == [(registered.body_start, registered.body_end)]
+    assert "never occurs" in result.output  # John Watson's canonical name is not in the text
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(None, "does not exist"), (b"", "is empty"), (b"\x00\x01\x02binary", "binary")],
+)
+def test_bad_book_files_fail_with_one_sentence_and_keep_earlier_books(tmp_path: Path, content, message):
+    book, chars = _files(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["add-book", str(book), "--characters", str(chars)]).exit_code == 0
+    bad = tmp_path / "bad.txt"
+    if content is not None:
+        bad.write_bytes(content)
+    result = runner.invoke(main, ["add-book", str(bad), "--characters", str(chars)])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert list_books() == ["tale"]
+    assert load_book("tale").characters[0].name == "Sherlock Holmes"
+
+
+def test_duplicate_book_is_refused_and_the_first_is_untouched(tmp_path: Path):
+    book, chars = _files(tmp_path)
+    runner = CliRunner()
+    runner.invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    before = load_book("tale").info["sha256"]
+    result = runner.invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    assert result.exit_code == 1 and "already registered" in result.output
+    assert load_book("tale").info["sha256"] == before
+    assert runner.invoke(main, ["add-book", str(book), "--characters", str(chars), "--name", "tale-2"]).exit_code == 0
+
+
+def test_character_whose_names_never_occur_is_an_error(tmp_path: Path):
+    book, chars = _files(tmp_path, characters=CHARACTERS + "  - name: Dracula\n    aliases: [the Count]\n")
+    result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    assert result.exit_code == 1
+    assert "None of the names of Dracula" in result.output
+    assert list_books() == []
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [("characters: []", "lists no characters"), ("foo: 1", "characters:"),
+     ("characters:\n  - aliases: [X]", "non-empty `name`"),
+     ("characters:\n  - name: A\n  - name: A", "twice"),
+     ("characters:\n  - name: A\n    gender: dragon", "gender"),
+     ("characters: [", "not valid YAML")],
+)
+def test_malformed_character_files(tmp_path: Path, yaml_text: str, message: str):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml_text, encoding="utf-8")
+    with pytest.raises(CharacterFileError, match=message):
+        load_character_file(path)
+
+
+def test_narrator_spans_close_at_end_marker_or_next_narrator(tmp_path: Path):
+    path = tmp_path / "c.yaml"
+    path.write_text("""characters:
+  - name: Jonathan
+    narrator_spans: [{start: "JONATHAN'S JOURNAL"}]
+  - name: Mina
+    narrator_spans: [{start: "MINA'S JOURNAL", end: "THE END"}]
+""", encoding="utf-8")
+    _, characters = load_character_file(path)
+    text = "JONATHAN'S JOURNAL one. MINA'S JOURNAL two. THE END. JONATHAN'S JOURNAL three."
+    resolve_narrator_spans(characters, text, (0, len(text)), "t")
+    jonathan, mina = characters
+    assert [text[a:b] for a, b in jonathan.narrator_spans] == ["JONATHAN'S JOURNAL one. ", "JONATHAN'S JOURNAL three."]
+    assert [text[a:b] for a, b in mina.narrator_spans] == ["MINA'S JOURNAL two. "]
+
+
+def test_shipped_character_files_register_their_novels(tmp_path: Path):
+    from tests.conftest import SHARED_BOOKS
+
+    if not SHARED_BOOKS.exists():
+        pytest.skip("the shared books folder is not beside the checkout")
+    runner = CliRunner()
+    for path in sorted(SHARED_BOOKS.glob("*.txt")):
+        if path.stem == "GITENBERG_LICENSE":
+            continue
+        result = runner.invoke(main, ["add-book", str(path)])
+        assert result.exit_code == 0, f"{path.name}: {result.output}"
+    assert len(list_books()) == 6

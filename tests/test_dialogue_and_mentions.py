@@ -1,0 +1,82 @@
+from reveriemem.characters import Character
+from reveriemem.dialogue import attribute_dialogue
+from reveriemem.mentions import AliasMatcher
+from reveriemem.text import split_paragraphs
+
+HOLMES = Character(name="Sherlock Holmes", slug="holmes", aliases=["Holmes", "Mr. Holmes"], gender="male")
+WATSON = Character(name="John Watson", slug="watson", aliases=["Watson", "Doctor"], gender="male")
+MARA = Character(name="Mara Quell", slug="mara", aliases=["Mara", "Quell"], gender="female",
+                 descriptors=["the lamplighter"])
+
+
+def _attribute(text: str, characters=(HOLMES, WATSON, MARA), narrator: str | None = None):
+    paragraphs = split_paragraphs(text)
+    matcher = AliasMatcher(characters)
+    mentions = {p.index: matcher.find(text, p.start, p.end) for p in paragraphs}
+    narrator_at = {p.index: narrator for p in paragraphs} if narrator else {}
+    return attribute_dialogue(text, paragraphs, mentions, characters, narrator_at)
+
+
+def test_longest_alias_wins_and_underscores_are_boundaries():
+    text = "Mr. Holmes met _Watson_ and Holmesian Holmes."
+    found = AliasMatcher([HOLMES, WATSON]).find(text)
+    assert [(m.character, m.form) for m in found] == [("holmes", "Mr. Holmes"), ("watson", "Watson"),
+                                                      ("holmes", "Holmes")]
+
+
+def test_shared_alias_goes_to_the_most_recently_named():
+    jonathan = Character(name="Jonathan Harker", slug="jonathan", aliases=["Jonathan", "Harker"])
+    mina = Character(name="Mina Harker", slug="mina", aliases=["Mina", "Harker"])
+    found = AliasMatcher([jonathan, mina]).find("Mina wrote. Harker read it.")
+    assert found[-1].character == "mina" and found[-1].ambiguous
+
+
+def test_descriptor_matches_at_sentence_start_too():
+    found = AliasMatcher([MARA]).find("The lamplighter waved. Then the lamplighter left.")
+    assert [m.character for m in found] == ["mara", "mara"]
+
+
+def test_speech_tags_before_and_after_the_quote():
+    text = '"You have been in Afghanistan," said Holmes.\n\nWatson said, "How on earth did you know?"'
+    speakers = [u.speaker for u in _attribute(text)]
+    assert speakers == ["holmes", "watson"]
+
+
+def test_non_focus_speaker_is_not_given_to_a_focus_character():
+    text = 'Holmes looked up.\n\n"He is a little queer in his ideas," said Stamford.'
+    [utterance] = _attribute(text)
+    assert utterance.speaker is None and utterance.speaker_label == "Stamford"
+
+
+def test_pronoun_tag_resolves_to_a_recent_focus_character_of_that_gender():
+    text = 'Mara came in from the rain.\n\n"It was full," she said.'
+    assert _attribute(text)[0].speaker == "mara"
+
+
+def test_pronoun_tag_with_a_later_name_in_the_sentence_is_the_pronoun():
+    text = 'Holmes sat by the fire.\n\n"Beg pardon," he said. Then, to Mara: "The Master wants you."'
+    assert _attribute(text)[0].speaker == "holmes"
+
+
+def test_first_person_tag_in_a_narrator_span():
+    text = '"But how," said I, "can it be?"'
+    assert _attribute(text, narrator="watson")[0].speaker == "watson"
+
+
+def test_untagged_exchange_alternates_and_answers_the_addressee():
+    text = ('"Where were you?" said Holmes.\n\n"At the club," said Watson.\n\n"Alone?"\n\n'
+            '"Quite alone. Tell me, Holmes, what you found."\n\n"Mud."')
+    utterances = _attribute(text)
+    assert [u.speaker for u in utterances] == ["holmes", "watson", "holmes", "watson", "holmes"]
+    assert [u.method for u in utterances][2:] == ["alternation", "alternation", "reply"]
+
+
+def test_action_beat_names_the_speaker():
+    text = '"I doubt it stayed lit." Quell turned the register round.'
+    assert _attribute(text)[0].speaker == "mara"
+
+
+def test_a_quote_that_is_only_a_name_does_not_address_them():
+    text = 'Mara thought.\n\n"Holmes," she said at last.'
+    [utterance] = _attribute(text)
+    assert utterance.addressees == []

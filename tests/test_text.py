@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+
+from reveriemem.errors import BookInputError
+from reveriemem.text import decode_book_bytes, find_body, read_book_file, split_paragraphs
+
+
+def test_utf8_with_bom_and_crlf_keeps_offsets_into_the_decoded_text():
+    raw = "\ufeffTitle\r\n\r\nFirst line\r\nsame paragraph.\r\n\r\nSecond “quoted” one.\r\n".encode()
+    decoded = decode_book_bytes(raw, "x")
+    assert decoded.encoding == "utf-8"
+    paragraphs = split_paragraphs(decoded.text)
+    assert [p.text for p in paragraphs][1] == "First line\r\nsame paragraph."
+    for p in paragraphs:
+        assert decoded.text[p.start : p.end] == p.text
+
+
+def test_windows_1252_and_latin1_are_decoded():
+    assert decode_book_bytes("caf\u00e9 \u2014 na\u00efve".encode("cp1252"), "x").text == "caf\u00e9 \u2014 na\u00efve"
+    latin = "Ol\u00e9 \x8d".encode("latin-1")  # 0x8d is undefined in cp1252
+    assert decode_book_bytes(latin * 1, "x").encoding == "latin-1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [(b"", "empty"), (b"  \r\n\t", "empty"), (b"PK\x03\x04\x00\x00binary", "binary"),
+     (bytes(range(128, 160)) * 50, "could not be decoded")],
+)
+def test_bad_bytes_get_one_clear_sentence(raw: bytes, message: str):
+    with pytest.raises(BookInputError, match=message):
+        decode_book_bytes(raw, "book.txt")
+
+
+def test_missing_file(tmp_path: Path):
+    with pytest.raises(BookInputError, match="does not exist"):
+        read_book_file(tmp_path / "nope.txt")
+
+
+def test_gutenberg_header_and_footer_are_stripped():
+    text = ("Header words\r\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\r\n\r\nStory begins here.\r\n\r\n"
+            "*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\nLicence.")
+    start, end = find_body(text)
+    assert text[start:end] == "Story begins here."
+
+
+def test_text_without_gutenberg_framing_is_all_body():
+    assert find_body("Just a story.\n") == (0, len("Just a story."))
