@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +47,22 @@ class LlamaCppEngine:
         model_id: str | None = None,
         n_ctx: int = 8192,
         n_threads: int | None = None,
+        extra_buffers: bool | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.stem
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
+        # llama.cpp's extra CPU buffer types (AMX, repacked weights). With them,
+        # llama-cpp-python 0.3.36 crashed (SIGSEGV in ggml_backend_amx_mul_mat)
+        # on the project's AMX-capable machines, so they are off where the CPU has AMX.
+        self.extra_buffers = (not _cpu_has_amx()) if extra_buffers is None else extra_buffers
         self.load_seconds: float | None = None
         self._llama: Any = None
         self._lock = threading.RLock()  # a Llama object is not thread-safe
 
     def __repr__(self) -> str:
-        return f"LlamaCppEngine({str(self.model_path)!r}, n_ctx={self.n_ctx}, loaded={self._llama is not None})"
+        return f"LlamaCppEngine({str(self.model_path)!r}, n_ctx={self.n_ctx}, loaded={self.loaded})"
 
     # -- engine protocol -------------------------------------------------
 
@@ -120,9 +126,10 @@ class LlamaCppEngine:
             raise lm15.ConfigurationError(f"the model file {self.model_path} does not exist", provider=PROVIDER)
         started = time.perf_counter()
         try:
-            self._llama = Llama(
-                model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
-            )
+            with _model_params(extra_buffers=self.extra_buffers):
+                self._llama = Llama(
+                    model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise lm15.ConfigurationError(
                 f"llama.cpp could not load {self.model_path}: {exc}", provider=PROVIDER
@@ -130,6 +137,44 @@ class LlamaCppEngine:
         self.load_seconds = time.perf_counter() - started
         logger.info("Loaded %s in %.1f s", self.model_path.name, self.load_seconds)
         return self._llama
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _model_params(*, extra_buffers: bool) -> Iterator[None]:
+    """Set model parameters that `llama_cpp.Llama()` does not take as arguments.
+
+    `Llama.__init__` starts from `llama_model_default_params()`; the function
+    is wrapped for the duration of one construction.
+    """
+    if extra_buffers:
+        yield
+        return
+    from llama_cpp import llama as llama_module
+
+    bindings = llama_module.llama_cpp
+    with _PARAMS_LOCK:
+        original = bindings.llama_model_default_params
+
+        def without_extra_buffers() -> Any:
+            params = original()
+            params.use_extra_bufts = False
+            return params
+
+        bindings.llama_model_default_params = without_extra_buffers
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = original
+
+
+def _cpu_has_amx() -> bool:
+    try:
+        return " amx_tile" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 class AsyncEngine:

