@@ -1,4 +1,4 @@
-# ReverieMem: `make demo` builds the demo story's memory offline; `make test` runs every test.
+# ReverieMem: `make demo` builds the demo story's memory offline; `make test` runs ruff, mypy and every test.
 # Both install what they need into .venv on first use (Python 3.11 and the package registries only).
 
 PYTHON ?= python3
@@ -27,6 +27,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
