@@ -15,7 +15,7 @@ import json
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ def prepare_book(
         "body_end": body[1],
         "chars": len(decoded.text),
         "body_words": word_count(decoded.text[body[0] : body[1]]),
-        "registered_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     book = Book(
         slug=slug,

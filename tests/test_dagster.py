@@ -71,8 +71,8 @@ def test_rebuild_replaces_only_that_books_rows(tmp_path):
     before = store.read("scene_rosters", PartitionRef(DEMO_SLUG))
     assert runner.invoke(main, ["build", "copy", "--lm", "none"]).exit_code == 0
     assert store.read("scene_rosters", PartitionRef(DEMO_SLUG)).equals(before)
-    from reveriemem.storage import LanceStore
     from reveriemem.settings import lancedb_uri
+    from reveriemem.storage import LanceStore
 
     scenes = LanceStore(lancedb_uri())
     assert scenes.read("scenes", PartitionRef("copy")).height == scenes.read("scenes", PartitionRef(DEMO_SLUG)).height
@@ -82,9 +82,9 @@ def test_a_pair_outside_its_book_stores_no_rows():
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.definitions import ALL_ASSETS, CHARACTER_ASSETS
     from reveriemem_dagster.instance import get_instance
+    from reveriemem_dagster.io_managers import MemoryIOManager
     from reveriemem_dagster.partitions import pair_key
     from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
-    from reveriemem_dagster.io_managers import MemoryIOManager
 
     _register_demo()
     build_book(DEMO_SLUG)
