@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.clauses import is_action_subject
-from reveriemem.dialogue import Utterance, in_spans
+from reveriemem.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.mentions import Mention
 from reveriemem.text import Paragraph
 
@@ -81,7 +81,7 @@ def scene_evidence(
                     _present(evidence[slug], index, paragraph.start)
         narrator = narrator_at.get(index)
         if narrator in evidence:
-            narration = "".join(text[a:b] for a, b in _outside(paragraph, spans))
+            narration = "".join(text[a:b] for a, b in narration_fragments(paragraph, spans))
             if _FIRST_PERSON.search(narration):
                 evidence[narrator].narration += 1
                 _present(evidence[narrator], index, paragraph.start)
@@ -108,17 +108,6 @@ def _present(record: RosterEvidence, paragraph: int, offset: int) -> None:
     record.present_paragraphs.append(paragraph)
     if record.first_offset is None:
         record.first_offset = offset
-
-
-def _outside(paragraph: Paragraph, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    pieces, cursor = [], paragraph.start
-    for a, b in spans:
-        if a > cursor:
-            pieces.append((cursor, a))
-        cursor = max(cursor, b)
-    if cursor < paragraph.end:
-        pieces.append((cursor, paragraph.end))
-    return pieces
 
 
 def presence_range(record: RosterEvidence, scene_paragraphs: Sequence[int]) -> tuple[int, int] | None:
