@@ -7,8 +7,10 @@ Presence is a state, not a mention. The evidence, per paragraph:
 - action: the character (by name or descriptor) is the subject of a narrated
   action at a clause start, or their face/hand/voice is described (present);
 - mention: any other naming, in dialogue or narration (referenced).
-A character is present from the first paragraph with presence evidence
-until a departure is narrated or the scene ends.
+A character present in a scene is there from the scene's start, or from
+their narrated arrival (someone comes in, a door opens on them) when the
+scene tells of one, until a departure is narrated or the scene ends. So a
+line spoken before a narrated arrival was not heard by the newcomer.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ _DEPARTURE = re.compile(
     r"departed|walked\s+out|hurried\s+(?:out|away|off)|was\s+gone|took\s+(?:his|her)\s+leave|"
     r"slipped\s+(?:out|away)|disappeared)\b"
 )
+# Arrival in scene time, said of the character named just before the verb
+# ("Tobin came in", "Osric Penhallow stood on the step"); a pluperfect
+# ("had come in") tells of an earlier arrival. Or a door opens on them.
+_ARRIVAL = re.compile(
+    r"^[^,;:.!?\"]{0,40}?(?<!had )(?<!had just )\b(?:(?:came|comes|come|walked|stepped|burst|hurried|ran|strode|"
+    r"rushed)\s+(?:in|into|through|back)\b|entered|arrived|appeared|"
+    r"stood\s+(?:in|on|at)\s+the\s+(?:doorway|door|threshold|step))"
+)
+_DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
+_SENTENCE_END = re.compile(r"[.!?]")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 
 
@@ -44,6 +56,7 @@ class RosterEvidence:
     mentions: int = 0
     present_paragraphs: list[int] = field(default_factory=list)
     departure_paragraph: int | None = None
+    arrival_paragraph: int | None = None
     first_offset: int | None = None
 
     def status(self) -> str:
@@ -95,6 +108,8 @@ def scene_evidence(
             if in_spans(mention.start, spans):
                 continue
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
+            if record.arrival_paragraph is None and not record.present_paragraphs and _arrives(text, paragraph, mention):
+                record.arrival_paragraph = index
             if is_action_subject(text, mention, fragment_start):
                 record.actions += 1
                 _present(record, index, mention.start)
@@ -104,6 +119,16 @@ def scene_evidence(
     return evidence
 
 
+def _arrives(text: str, paragraph: Paragraph, mention: Mention) -> bool:
+    """Does the sentence naming the character narrate their arrival?"""
+    before = text[paragraph.start : mention.start]
+    ends = [m.end() for m in _SENTENCE_END.finditer(before)]
+    start = paragraph.start + (ends[-1] if ends else 0)
+    after = _SENTENCE_END.search(text, mention.end, paragraph.end)
+    end = after.end() if after else paragraph.end
+    return bool(_ARRIVAL.search(text[mention.end:end]) or _DOOR_OPENS.search(text[start:mention.start]))
+
+
 def _present(record: RosterEvidence, paragraph: int, offset: int) -> None:
     record.present_paragraphs.append(paragraph)
     if record.first_offset is None:
@@ -111,10 +136,12 @@ def _present(record: RosterEvidence, paragraph: int, offset: int) -> None:
 
 
 def presence_range(record: RosterEvidence, scene_paragraphs: Sequence[int]) -> tuple[int, int] | None:
-    """Paragraph range of presence: first evidence until a departure or the scene's end."""
+    """Paragraph range of presence: the scene's start (or the narrated arrival) until a departure or the end."""
     if not record.present_paragraphs:
         return None
-    first = min(record.present_paragraphs)
+    first = scene_paragraphs[0]
+    if record.arrival_paragraph is not None and record.arrival_paragraph <= min(record.present_paragraphs):
+        first = record.arrival_paragraph
     last = scene_paragraphs[-1]
     if record.departure_paragraph is not None and record.departure_paragraph >= max(record.present_paragraphs):
         last = record.departure_paragraph
