@@ -10,8 +10,8 @@ for search; `utterances` (book): quoted speech with attributed speakers;
 import dagster as dg
 import polars as pl
 
-from reveriemem.analysis import BookReading, presence_offsets
-from reveriemem.preparation import judge_rosters, prepare_scenes
+from reveriemem.analysis import BookReading
+from reveriemem.preparation import judge_rosters, prepare_scenes, roster_rows
 from reveriemem.registry import load_book
 from reveriemem.scenes import Span
 from reveriemem.schemas import CHARACTER_SCENES, ROSTERS, SCENES, UTTERANCES
@@ -120,25 +120,7 @@ def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: 
     judged, method, failures = judge_rosters(reading, spans, evidence, handle)
     for failure in failures:
         context.log.warning(f"Fell back to the heuristic: {failure}")
-    names = {c.slug: c.name for c in book.characters}
-    rows = []
-    for scene_id, (span, scene_evidence, scene_judged) in enumerate(zip(spans, evidence, judged), start=1):
-        for slug, record in scene_evidence.items():
-            status, model_status = scene_judged[slug]
-            present_start, present_end = presence_offsets(reading, record, span)
-            if status.startswith("present") and present_start is None:
-                present_start, present_end = reading.paragraphs[span.first].start, reading.paragraphs[span.last].end
-            if not status.startswith("present"):
-                present_start = present_end = None
-            rows.append({
-                "book": book.slug, "scene_id": scene_id, "character": slug, "character_name": names[slug],
-                "status": status, "heuristic_status": record.status(), "model_status": model_status,
-                "utterances": record.utterances, "narration": record.narration, "addressed": record.addressed,
-                "actions": record.actions, "mentions": record.mentions, "present_start": present_start,
-                "present_end": present_end, "first_offset": record.first_offset,
-                "scene_start": reading.paragraphs[span.first].start, "scene_end": reading.paragraphs[span.last].end,
-                "method": method,
-            })
+    rows = roster_rows(reading, spans, evidence, judged, method)
     table = frame(rows, ROSTERS)
     counts = dict(table.group_by("status").len().iter_rows())
     metadata = {"method": method, "fallbacks": len(failures),

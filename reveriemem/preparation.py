@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dspy_programs.scenes import scene_boundary_program, scene_roster_program, scene_setting_program
 from reveriemem.analysis import (
@@ -20,6 +21,7 @@ from reveriemem.analysis import (
     BookReading,
     Setting,
     heuristic_setting,
+    presence_offsets,
 )
 from reveriemem.errors import ModelOutputError
 from reveriemem.models import ModelHandle, run_program
@@ -209,3 +211,38 @@ def judge_rosters(
             for slug, record in scene_evidence.items()
         })
     return results, f"model:{handle.name}+{ROSTER_METHOD}", failures
+
+
+def roster_rows(
+    reading: BookReading,
+    spans: Sequence[Span],
+    evidence: Sequence[dict[str, RosterEvidence]],
+    judged: Sequence[dict[str, tuple[str, str | None]]],
+    method: str,
+) -> list[dict[str, Any]]:
+    """Rows of the `scene_rosters` table: status, evidence counts and presence offsets per scene and character.
+
+    A character judged present without a paragraph of presence evidence (the
+    model raised them) is present over the whole scene.
+    """
+    book = reading.book
+    names = {c.slug: c.name for c in book.characters}
+    rows = []
+    for scene_id, (span, scene_evidence, scene_judged) in enumerate(zip(spans, evidence, judged), start=1):
+        scene_start, scene_end = reading.paragraphs[span.first].start, reading.paragraphs[span.last].end
+        for slug, record in scene_evidence.items():
+            status, model_status = scene_judged[slug]
+            present_start, present_end = presence_offsets(reading, record, span)
+            if status.startswith("present") and present_start is None:
+                present_start, present_end = scene_start, scene_end
+            if not status.startswith("present"):
+                present_start = present_end = None
+            rows.append({
+                "book": book.slug, "scene_id": scene_id, "character": slug, "character_name": names[slug],
+                "status": status, "heuristic_status": record.status(), "model_status": model_status,
+                "utterances": record.utterances, "narration": record.narration, "addressed": record.addressed,
+                "actions": record.actions, "mentions": record.mentions, "present_start": present_start,
+                "present_end": present_end, "first_offset": record.first_offset,
+                "scene_start": scene_start, "scene_end": scene_end, "method": method,
+            })
+    return rows
