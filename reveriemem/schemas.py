@@ -85,9 +85,33 @@ CHARACTER_SCENES = pa.schema(
     ]
 )
 
+EPISODES = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),
+        ("scene_id", pa.int32()),
+        ("status", pa.string()),  # the character's roster status: present_active or present_silent
+        ("scene_start", pa.int64()),
+        ("scene_end", pa.int64()),
+        ("source_start", pa.int64()),  # the passage the episode was made from (the character's presence)
+        ("source_end", pa.int64()),
+        ("location", pa.string()),
+        ("time", pa.string()),
+        ("atmosphere", pa.string()),
+        ("scene_understanding", pa.string()),
+        ("my_actions", pa.string()),
+        ("my_emotions", pa.string()),
+        ("text", pa.string()),  # the fields joined: what is embedded and searched
+        ("method", pa.string()),
+        ("error", pa.string()),  # why the model's episode failed, else null
+        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
+    ]
+)
+
 BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "scenes": ("lancedb", SCENES),
     "utterances": ("parquet", UTTERANCES),
     "scene_rosters": ("parquet", ROSTERS),
     "character_scenes": ("parquet", CHARACTER_SCENES),
+    "episodes": ("lancedb", EPISODES),
 }

@@ -1,0 +1,453 @@
+"""The Episodic layer: a character's first-person memory of every scene they were present for.
+
+One episode per scene whose roster status for the character starts with
+"present", in story order. The source of an episode is the stretch of the
+scene in which the character is present (the roster's presence offsets), so
+nothing the character walks in on late or leaves early is remembered.
+
+With a model, each episode is elicited scene by scene from that passage, the
+scene's setting and the character's own two most recent earlier notes; the
+prompt for a scene never holds text from after its end. A passage longer
+than `MAX_PART_WORDS` is summarised part by part, each part seeing the notes
+made so far, and the parts' fields joined. A scene whose model output never
+parses falls back to the extractive digest, marked `failed:<model>+...` with
+the reason in `error`; an unreachable model stops the build.
+
+Without a model, the digest is extractive and deterministic: the setting with
+the passage's opening and closing sentences; the sentences in which the
+character is the acting subject and their attributed speech, verbatim; and the
+sentences about them that carry emotion words or exclamations.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from dspy_programs.episodic import episodic_program
+from reveriemem import progress
+from reveriemem.characters import Character
+from reveriemem.clauses import is_action_subject
+from reveriemem.dialogue import in_spans, quote_spans
+from reveriemem.errors import ModelOutputError
+from reveriemem.mentions import AliasMatcher, Mention
+from reveriemem.models import ModelHandle, run_program
+from reveriemem.registry import Book
+from reveriemem.text import Paragraph, normalise_space, split_paragraphs
+
+log = logging.getLogger(__name__)
+
+DIGEST_VERSION = "episodic-digest-v1"
+DIGEST_METHOD = f"heuristic:{DIGEST_VERSION}"
+MAX_PART_WORDS = 2500  # a presence passage longer than this is summarised in parts
+EARLIER_NOTES = 2  # own earlier notes shown with each scene
+NOTE_WORDS = 60  # words of an earlier summary kept in a note
+SENTENCE_WORDS = 45  # a digest sentence is clipped to this many words
+MIN_SENTENCE_WORDS = 5  # shorter lines (dates, signatures) do not open or close a digest
+MAX_ACTIONS = 6
+MAX_SPEECH = 5
+MAX_EMOTIONS = 4
+EMOTION_AFTER = 60  # an emotion word counts for the character up to this many characters after a reference
+EMOTION_BEFORE = 30  # ... or this many before it
+
+_SENTENCE = re.compile(r"\S.*?(?:[.!?]+[\"”’')\]]*(?=\s|$)|$)", re.DOTALL)
+_ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs|No)\.$")
+_FIRST_PERSON = re.compile(r"\bI\b")
+_FIRST_PERSON_ANY = re.compile(r"\b(?:I|me|my|myself)\b")
+_PRONOUNS = {"male": ("He", "he"), "female": ("She", "she")}
+# Words that name or betray a feeling; a sentence about the character with one of
+# these (or ending in "!") goes into the digest's emotions.
+_EMOTION = re.compile(
+    r"\b(?:afraid|fear\w*|frighten\w*|terrif\w*|scared|dread\w*|alarm\w*|panic\w*|horr\w*|"
+    r"ang(?:er|ry|rily)|fur(?:y|ious\w*)|rage|raging|wrath\w*|indignan\w*|irritat\w*|annoy\w*|"
+    r"glad\w*|happ(?:y|ier|ily|iness)|joy\w*|delight\w*|pleas(?:ed|ure)|cheer\w*|merr\w*|grin\w*|"
+    r"smil\w*|laugh\w*|relie(?:f|ved)|proud|pride|hope\w*|eager\w*|excit\w*|thrill\w*|"
+    r"sad\w*|sorrow\w*|grie(?:f|ve\w*)|mourn\w*|wept|weep\w*|tears|despair\w*|miser\w*|lonel\w*|"
+    r"unhapp\w*|gloom\w*|bitter\w*|ashamed|shame\w*|guilt\w*|embarrass\w*|blush\w*|flush\w*|"
+    r"nervous\w*|anxi\w*|worr\w*|uneas\w*|restless\w*|trembl\w*|shiver\w*|shudder\w*|shook|shaking|"
+    r"pale|paler|white-faced|surpris\w*|astonish\w*|amaz\w*|startl\w*|shock\w*|stunned|bewilder\w*|"
+    r"puzzl\w*|confus\w*|suspic\w*|doubt\w*|distrust\w*|wary|scorn\w*|contempt\w*|disgust\w*|"
+    r"impatien\w*|frown\w*|scowl\w*|glar\w*|sigh\w*|groan\w*|calm\w*|grim\w*|"
+    r"tender\w*|fond\w*|love\w*|hat(?:e|ed|red)|jealous\w*|envy|envious|grateful|gratitude|"
+    r"pity|sorry|regret\w*|pray(?:ed|ing)?|long(?:ed|ing))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Summary:
+    scene_understanding: str
+    my_actions: str
+    my_emotions: str
+
+
+@dataclass
+class Episode:
+    """One scene as one character remembers it."""
+
+    scene_id: int
+    status: str
+    scene_start: int
+    scene_end: int
+    source_start: int
+    source_end: int
+    location: str
+    time: str
+    atmosphere: str
+    summary: Summary
+    method: str
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The episode as one searchable text: where and when, then the three fields."""
+        where = ", ".join(part for part in (self.location, self.time) if part)
+        said = where and where in self.summary.scene_understanding  # the digest already names the setting
+        lines = [f"Scene {self.scene_id}" + (f" ({where})" if where and not said else "") + "."]
+        if self.summary.scene_understanding:
+            lines.append(self.summary.scene_understanding)
+        if self.summary.my_actions:
+            lines.append(f"My actions: {self.summary.my_actions}")
+        if self.summary.my_emotions:
+            lines.append(f"My emotions: {self.summary.my_emotions}")
+        return "\n".join(lines)
+
+    def row(self, book: str, character: str) -> dict[str, Any]:
+        """The stored row (without its vector) in the columns of `schemas.EPISODES`."""
+        return {
+            "book": book, "character": character, "scene_id": self.scene_id, "status": self.status,
+            "scene_start": self.scene_start, "scene_end": self.scene_end, "source_start": self.source_start,
+            "source_end": self.source_end, "location": self.location, "time": self.time,
+            "atmosphere": self.atmosphere, "scene_understanding": self.summary.scene_understanding,
+            "my_actions": self.summary.my_actions, "my_emotions": self.summary.my_emotions, "text": self.text,
+            "method": self.method, "error": self.error,
+        }
+
+
+@dataclass
+class EpisodicBuild:
+    episodes: list[Episode]
+    failures: list[str]  # one line per scene that fell back to the digest
+
+
+@dataclass(frozen=True)
+class _Presence:
+    scene_id: int
+    status: str
+    scene_start: int
+    scene_end: int
+    source_start: int
+    source_end: int
+    location: str
+    time: str
+    atmosphere: str
+
+
+def present_scenes(scenes: pl.DataFrame, rosters: pl.DataFrame, slug: str) -> list[_Presence]:
+    """The scenes a character is present for, in story order, with where their presence starts and ends."""
+    mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
+    settings = {row["scene_id"]: row for row in scenes.iter_rows(named=True)}
+    out = []
+    for row in mine.sort("scene_id").iter_rows(named=True):
+        scene = settings.get(row["scene_id"], {})
+        scene_start = scene.get("start", row["scene_start"])
+        scene_end = scene.get("end", row["scene_end"])
+        start, end = row["present_start"], row["present_end"]
+        if start is None or end is None or end <= start:
+            start, end = scene_start, scene_end
+        out.append(_Presence(
+            scene_id=int(row["scene_id"]), status=row["status"], scene_start=int(scene_start),
+            scene_end=int(scene_end), source_start=int(start), source_end=int(end),
+            location=scene.get("location") or "", time=scene.get("time") or "",
+            atmosphere=scene.get("atmosphere") or "",
+        ))
+    return out
+
+
+def build_episodes(
+    book: Book,
+    scenes: pl.DataFrame,
+    rosters: pl.DataFrame,
+    utterances: pl.DataFrame,
+    slug: str,
+    handle: ModelHandle,
+) -> EpisodicBuild:
+    """One episode per scene the character `slug` is present for, scene by scene in story order.
+
+    Frames are as stored by the assets `scenes`, `scene_rosters` and `utterances`.
+    Raises ModelUnavailableError when the model cannot be reached.
+    """
+    character = next((c for c in book.characters if c.slug == slug), None)
+    if character is None:
+        return EpisodicBuild([], [])
+    presences = present_scenes(scenes, rosters, slug)
+    digester = _Digester(book, character, utterances)
+    step = f"episodes[{slug}]"
+    progress.step_started(book.slug, step, len(presences))
+    episodes: list[Episode] = []
+    failures: list[str] = []
+    program = episodic_program() if handle.lm is not None else None
+    for presence in presences:
+        if program is None:
+            summary, method, error = digester.digest(presence), DIGEST_METHOD, None
+        else:
+            passage = compact(book.text[presence.source_start:presence.source_end])
+            notes = [note(e) for e in episodes[-EARLIER_NOTES:]]
+            try:
+                summary = summarise(handle, program, character, presence, passage, notes)
+                method, error = f"model:{handle.name}", None
+            except ModelOutputError as exc:
+                error = str(exc)
+                log.warning("Episode of scene %d for %s fell back to the digest: %s", presence.scene_id, slug, error)
+                failures.append(f"scene {presence.scene_id}: {error}")
+                summary, method = digester.digest(presence), f"failed:{handle.name}+{DIGEST_METHOD}"
+        episodes.append(Episode(
+            scene_id=presence.scene_id, status=presence.status, scene_start=presence.scene_start,
+            scene_end=presence.scene_end, source_start=presence.source_start, source_end=presence.source_end,
+            location=presence.location, time=presence.time, atmosphere=presence.atmosphere, summary=summary,
+            method=method, error=error,
+        ))
+        progress.unit_done(book.slug, step)
+    return EpisodicBuild(episodes, failures)
+
+
+# -- the model path ------------------------------------------------------------
+
+
+def character_label(character: Character) -> str:
+    others = [a for a in character.aliases if a != character.name]
+    return f"{character.name} (also called {', '.join(others)})" if others else character.name
+
+
+def setting_label(presence: _Presence) -> str:
+    parts = [f"place: {presence.location or 'unknown'}", f"time: {presence.time or 'unknown'}"]
+    if presence.atmosphere:
+        parts.append(f"mood: {presence.atmosphere}")
+    return "; ".join(parts)
+
+
+def note(episode: Episode) -> str:
+    """A short reminder of an earlier episode, as shown with later scenes."""
+    return f"Scene {episode.scene_id}: {clip(episode.summary.scene_understanding, NOTE_WORDS)}"
+
+
+def summarise(
+    handle: ModelHandle,
+    program: Any,
+    character: Character,
+    presence: _Presence,
+    passage: str,
+    notes: Sequence[str],
+) -> Summary:
+    """Ask the model for one scene, part by part when the passage is long; fields joined."""
+    running = list(notes)
+    pieces: list[Summary] = []
+    parts = split_parts(passage, MAX_PART_WORDS)
+    for index, part in enumerate(parts, start=1):
+        prediction = run_program(
+            handle, program, character=character_label(character), setting=setting_label(presence),
+            passage=part, earlier_summaries=running[-EARLIER_NOTES:],
+        )
+        piece = Summary(
+            scene_understanding=normalise_space(str(prediction.scene_understanding or "")),
+            my_actions=normalise_space(str(prediction.my_actions or "")),
+            my_emotions=normalise_space(str(prediction.my_emotions or "")),
+        )
+        if not piece.scene_understanding:
+            raise ModelOutputError(
+                f"The model {handle.name} gave an empty scene understanding for scene {presence.scene_id}"
+                + (f" (part {index} of {len(parts)})" if len(parts) > 1 else "")
+            )
+        pieces.append(piece)
+        label = f"Scene {presence.scene_id}, part {index}" if len(parts) > 1 else f"Scene {presence.scene_id}"
+        running.append(f"{label}: {clip(piece.scene_understanding, NOTE_WORDS)}")
+    return Summary(
+        scene_understanding=" ".join(p.scene_understanding for p in pieces),
+        my_actions=" ".join(p.my_actions for p in pieces if p.my_actions),
+        my_emotions=" ".join(p.my_emotions for p in pieces if p.my_emotions),
+    )
+
+
+def compact(text: str) -> str:
+    """Paragraphs with their inner whitespace collapsed, separated by blank lines."""
+    return "\n\n".join(normalise_space(p.text) for p in split_paragraphs(text))
+
+
+def split_parts(passage: str, max_words: int) -> list[str]:
+    """Cut a compacted passage at paragraph breaks into parts of at most `max_words` words."""
+    parts: list[str] = []
+    current: list[str] = []
+    count = 0
+    for paragraph in passage.split("\n\n"):
+        words = paragraph.split()
+        chunks = [" ".join(words[i:i + max_words]) for i in range(0, len(words), max_words)] or [""]
+        for chunk in chunks:
+            size = len(chunk.split())
+            if current and count + size > max_words:
+                parts.append("\n\n".join(current))
+                current, count = [], 0
+            if chunk:
+                current.append(chunk)
+                count += size
+    if current:
+        parts.append("\n\n".join(current))
+    return parts or [passage]
+
+
+def clip(text: str, words: int) -> str:
+    parts = text.split()
+    return " ".join(parts) if len(parts) <= words else " ".join(parts[:words]) + " …"
+
+
+# -- the deterministic digest ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    start: int
+    end: int
+    text: str
+
+
+class _Digester:
+    """Extractive digests of a character's presence passages."""
+
+    def __init__(self, book: Book, character: Character, utterances: pl.DataFrame):
+        self.book = book
+        self.character = character
+        self.matcher = AliasMatcher(book.characters)
+        self.speech = utterances.filter(pl.col("speaker") == character.slug).sort("start") \
+            if utterances.height else utterances
+
+    def digest(self, presence: _Presence) -> Summary:
+        text = self.book.text
+        paragraphs = split_paragraphs(text, presence.source_start, presence.source_end)
+        sentences: list[_Sentence] = []
+        acting: list[_Sentence] = []
+        feeling: list[_Sentence] = []
+        for paragraph in paragraphs:
+            spans, _ = quote_spans(paragraph)
+            found = sentences_of(paragraph)
+            sentences.extend(found)
+            mentions = [m for m in self.matcher.find(text, paragraph.start, paragraph.end)
+                        if m.character == self.character.slug and not in_spans(m.start, spans)]
+            narrating = any(a <= paragraph.start < b for a, b in self.character.narrator_spans)
+            anchors = [m.start for m in mentions]
+            if narrating:
+                mentions.extend(self._self_references(paragraph, spans))
+                anchors.extend(paragraph.start + m.start() for m in _FIRST_PERSON_ANY.finditer(paragraph.text)
+                               if not in_spans(paragraph.start + m.start(), spans))
+            previous_acting = False
+            for sentence in found:
+                inside = [m for m in mentions if sentence.start <= m.start < sentence.end]
+                acts = any(is_action_subject(text, m, _fragment_start(paragraph, spans, m.start)) for m in inside)
+                near = [a for a in anchors if sentence.start <= a < sentence.end]
+                if not acts and previous_acting and self._pronoun_acts(sentence, spans):
+                    acts = True
+                    near.append(sentence.start)
+                if acts:
+                    acting.append(sentence)
+                if near and (_exclaims(text, sentence) or _feeling_near(text, sentence, spans, near)):
+                    feeling.append(sentence)
+                previous_acting = acts
+        said = self._speech(presence)
+        understanding = " ".join(p for p in (_setting_phrase(presence), _opening_and_close(sentences)) if p)
+        # what I did and said, in the order it happened
+        actions = sorted([(s.start, clip(s.text, SENTENCE_WORDS)) for s in acting[:MAX_ACTIONS]]
+                         + [(start, f"I said: “{clip(u, SENTENCE_WORDS)}”") for start, u in said[:MAX_SPEECH]])
+        emotions = [(s.start, clip(s.text, SENTENCE_WORDS)) for s in feeling[:MAX_EMOTIONS]]
+        emotions += [(start, f"“{clip(u, SENTENCE_WORDS)}”") for start, u in said
+                     if u.rstrip().endswith("!") or _EMOTION.search(u)][: max(0, MAX_EMOTIONS - len(emotions))]
+        return Summary(understanding, " ".join(a for _, a in actions), " ".join(e for _, e in sorted(emotions)))
+
+    def _self_references(self, paragraph: Paragraph, spans: Sequence[tuple[int, int]]) -> list[Mention]:
+        """'I' in the narration of a paragraph the character narrates."""
+        return [
+            Mention(self.character.slug, paragraph.start + m.start(), paragraph.start + m.end(), "I", "name", False)
+            for m in _FIRST_PERSON.finditer(paragraph.text)
+            if not in_spans(paragraph.start + m.start(), spans)
+        ]
+
+    def _pronoun_acts(self, sentence: _Sentence, spans: Sequence[tuple[int, int]]) -> bool:
+        """A sentence opening with the character's pronoun, right after one where they act."""
+        pronouns = _PRONOUNS.get(self.character.gender)
+        if pronouns is None or in_spans(sentence.start, spans):
+            return False
+        first = sentence.text.split(" ", 1)[0]
+        if first not in pronouns:
+            return False
+        mention = Mention(self.character.slug, sentence.start, sentence.start + len(first), first, "name", False)
+        return is_action_subject(self.book.text, mention, sentence.start)
+
+    def _speech(self, presence: _Presence) -> list[tuple[int, str]]:
+        """The character's attributed utterances within the passage: (offset, text)."""
+        if not self.speech.height:
+            return []
+        rows = self.speech.filter(
+            (pl.col("scene_id") == presence.scene_id) & (pl.col("start") >= presence.source_start)
+            & (pl.col("start") < presence.source_end)
+        )
+        return [(int(start), normalise_space(t)) for start, t in zip(rows["start"].to_list(), rows["text"].to_list())
+                if t and t.strip()]
+
+
+def sentences_of(paragraph: Paragraph) -> list[_Sentence]:
+    """A paragraph's sentences with book offsets; abbreviations like 'Mr.' do not end one."""
+    found: list[_Sentence] = []
+    pending: tuple[int, int] | None = None
+    for match in _SENTENCE.finditer(paragraph.text):
+        if not match.group(0).strip():
+            continue
+        start = pending[0] if pending else match.start()
+        end = match.end()
+        if _ABBREVIATION.search(match.group(0)):
+            pending = (start, end)
+            continue
+        pending = None
+        found.append(_Sentence(paragraph.start + start, paragraph.start + end,
+                               normalise_space(paragraph.text[start:end])))
+    if pending:
+        start, end = pending
+        found.append(_Sentence(paragraph.start + start, paragraph.start + end,
+                               normalise_space(paragraph.text[start:end])))
+    return found
+
+
+def _fragment_start(paragraph: Paragraph, spans: Sequence[tuple[int, int]], position: int) -> int:
+    return max([paragraph.start] + [b for a, b in spans if b <= position])
+
+
+def _exclaims(text: str, sentence: _Sentence) -> bool:
+    """The narration itself ends the sentence with "!" (not a quoted speaker)."""
+    return text[sentence.start:sentence.end].rstrip().endswith("!")
+
+
+def _feeling_near(text: str, sentence: _Sentence, spans: Sequence[tuple[int, int]], anchors: Sequence[int]) -> bool:
+    """An emotion word in the narration, close after (or just before) a reference to the character."""
+    for match in _EMOTION.finditer(text, sentence.start, sentence.end):
+        if in_spans(match.start(), spans):
+            continue
+        if any(-EMOTION_BEFORE <= match.start() - anchor <= EMOTION_AFTER for anchor in anchors):
+            return True
+    return False
+
+
+def _setting_phrase(presence: _Presence) -> str:
+    where = ", ".join(p for p in (presence.location, presence.time) if p)
+    mood = f" ({presence.atmosphere})" if presence.atmosphere else ""
+    return f"Setting: {where}{mood}." if where else (f"Mood: {presence.atmosphere}." if mood else "")
+
+
+def _opening_and_close(sentences: Sequence[_Sentence], each: int = 2) -> str:
+    """The first and last sentences of a passage, passing over headings and signatures."""
+    sentences = [s for s in sentences if len(s.text.split()) >= MIN_SENTENCE_WORDS] or list(sentences)
+    if len(sentences) <= 2 * each:
+        return " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences)
+    head = " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences[:each])
+    tail = " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences[-each:])
+    return f"{head} {tail}" if head.endswith("…") else f"{head} … {tail}"

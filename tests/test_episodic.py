@@ -1,0 +1,256 @@
+"""The Episodic layer: first-person scene memories, built scene by scene, offline digests and the asset."""
+
+import hashlib
+import re
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from assets import scenes as scene_assets
+from assets.episodic import episodes, episodes_presence_check
+from reveriemem import episodic
+from reveriemem.episodic import DIGEST_METHOD, build_episodes, compact
+from reveriemem.errors import ModelUnavailableError
+from reveriemem.models import FakeModel, open_model
+from reveriemem.registry import list_books, write_book
+from reveriemem.settings import data_home, lancedb_uri
+from reveriemem.storage import LanceStore, ParquetStore, PartitionRef, frame
+from reveriemem.text import normalise_space
+from reveriemem_dagster.definitions import ALL_ASSETS
+from reveriemem_dagster.instance import get_instance, register_partitions
+from reveriemem_dagster.io_managers import MemoryIOManager
+from reveriemem_dagster.partitions import pair_key
+from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+
+MARA, TOBIN, CORWEN = "mara-quell", "tobin-reddick", "corwen-dask"
+SCENE_PREPARATION = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters]
+_FRAMES: dict[str, tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = {}
+
+
+def _resources() -> dict:
+    return {"lm": LanguageModel(), "embedder": EmbeddingModel(), "memory_io": MemoryIOManager()}
+
+
+def _materialise_book(book) -> None:
+    if book.slug not in list_books():
+        write_book(book)
+    instance = get_instance()
+    register_partitions(instance, book)
+    result = dg.materialize(ALL_ASSETS, selection=SCENE_PREPARATION, partition_key=book.slug, instance=instance,
+                            resources=_resources())
+    assert result.success
+
+
+def book_frames(book) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The stored `scenes`, `scene_rosters` and `utterances` of a book (offline path), made once per text."""
+    key = hashlib.sha256(book.text.encode()).hexdigest()
+    if key not in _FRAMES:
+        _materialise_book(book)
+        part = PartitionRef(book.slug)
+        parquet = ParquetStore(data_home() / "parquet")
+        scenes = LanceStore(lancedb_uri()).read("scenes", part).drop("vector")
+        _FRAMES[key] = (scenes, parquet.read("scene_rosters", part), parquet.read("utterances", part))
+    return _FRAMES[key]
+
+
+def present_ids(rosters: pl.DataFrame, slug: str) -> list[int]:
+    mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
+    return sorted(mine["scene_id"].to_list())
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def shingles(text: str, n: int = 8) -> set[tuple[str, ...]]:
+    tokens = words(text)
+    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def test_offline_digest_remembers_each_present_scene_from_its_own_text(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    built = build_episodes(demo_book, scenes, rosters, utterances, MARA, open_model("none"))
+    got = [e.scene_id for e in built.episodes]
+    assert got == present_ids(rosters, MARA)  # every scene she is present for, in story order
+    absent_or_referenced = set(rosters.filter((pl.col("character") == MARA)
+                                              & ~pl.col("status").str.starts_with("present"))["scene_id"])
+    assert absent_or_referenced and not absent_or_referenced & set(got)
+    assert not built.failures
+    by_scene = {e.scene_id: e for e in built.episodes}
+    for e in built.episodes:
+        assert e.method == DIGEST_METHOD and e.error is None
+        assert e.summary.scene_understanding and e.summary.my_actions
+        assert e.scene_start <= e.source_start < e.source_end <= e.scene_end
+        source = normalise_space(demo_book.text[e.source_start:e.source_end])
+        # the narrated sentences the digest extracts come from this scene's passage only
+        narrated = re.sub(r"I said: “[^”]*”", "\n", e.summary.my_actions)
+        for sentence in re.split(r"\n|(?<=[.!?]) (?=[A-Z])", narrated):
+            assert sentence.strip().rstrip(" …") in source
+    # her attributed speech, verbatim
+    mine = utterances.filter((pl.col("speaker") == MARA) & (pl.col("scene_id") == got[0]))
+    assert mine.height
+    first_words = " ".join(mine["text"][0].split()[:8])
+    assert first_words in by_scene[got[0]].summary.my_actions
+    # narrated actions, including her first-person journal, and an emotion
+    assert any("Mara went there the next morning" in e.summary.my_actions for e in built.episodes)
+    assert any("I went down to the Guild's oil store" in e.summary.my_actions for e in built.episodes)
+    assert any("Mara laughed aloud" in e.summary.my_emotions for e in built.episodes)
+    # the setting is part of the understanding and the searchable text holds all three fields
+    first = by_scene[got[0]]
+    assert first.location and first.location in first.summary.scene_understanding
+    assert first.summary.my_actions in first.text and first.summary.scene_understanding in first.text
+
+
+def _marking_model():
+    """A fake whose answers carry the character's first name and a running number."""
+    counter = {"n": 0}
+
+    def answer(signature, inputs):
+        assert signature == "SummariseSceneAsCharacter"
+        counter["n"] += 1
+        who = inputs["character"].split()[0]
+        mark = f"{who}-mark-{counter['n']}"
+        return {"scene_understanding": f"I remember {mark}.", "my_actions": f"I acted {mark}.",
+                "my_emotions": f"I felt {mark}."}
+
+    return FakeModel(answer)
+
+
+def test_model_builds_scene_by_scene_from_that_scene_and_own_earlier_summaries_only(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    model = _marking_model()
+    handle = model.handle()
+    mara = build_episodes(demo_book, scenes, rosters, utterances, MARA, handle)
+    mara_calls = model.calls
+    tobin = build_episodes(demo_book, scenes, rosters, utterances, TOBIN, handle)
+    tobin_calls = model.calls[len(mara_calls):]
+
+    assert len(mara_calls) == len(mara.episodes) == len(present_ids(rosters, MARA))
+    assert all(e.method == "model:fake" and e.error is None for e in mara.episodes)
+    text = demo_book.text
+    for index, (episode, call) in enumerate(zip(mara.episodes, mara_calls)):
+        mark = re.search(r"Mara-mark-\d+", episode.summary.scene_understanding).group(0)
+        assert episode.summary.my_actions == f"I acted {mark}." and episode.summary.my_emotions == f"I felt {mark}."
+        assert call.inputs["character"].startswith("Mara Quell")
+        # the passage is her presence in this scene, nothing else
+        assert normalise_space(call.inputs["passage"]) == normalise_space(text[episode.source_start:episode.source_end])
+        # nothing in the whole prompt comes from after the end of this scene
+        prompt = "\n".join(message for _, message in call.messages)
+        later_only = shingles(text[episode.scene_end:]) - shingles(text[:episode.scene_end])
+        assert not shingles(prompt) & later_only, f"scene {episode.scene_id} saw later text"
+        # the earlier summaries are her own two most recent ones, oldest first
+        earlier = call.inputs["earlier_summaries"]
+        expected = [re.search(r"Mara-mark-\d+", e.summary.scene_understanding).group(0)
+                    for e in mara.episodes[max(0, index - 2):index]]
+        assert [re.search(r"Mara-mark-\d+", note).group(0) for note in earlier] == expected
+        # the prompt stays lean: the passage plus a bounded overhead
+        assert len(prompt.split()) <= len(call.inputs["passage"].split()) + 400
+    for call in tobin_calls:
+        prompt = "\n".join(message for _, message in call.messages)
+        assert "Mara-mark" not in prompt  # never another character's memories
+    assert [e.scene_id for e in tobin.episodes] == present_ids(rosters, TOBIN)
+
+
+def test_a_long_presence_is_summarised_in_parts_that_see_the_running_summary(demo_book, monkeypatch):
+    scenes, rosters, utterances = book_frames(demo_book)
+    monkeypatch.setattr(episodic, "MAX_PART_WORDS", 300)
+    model = _marking_model()
+    built = build_episodes(demo_book, scenes, rosters, utterances, MARA, model.handle())
+    first = built.episodes[0]
+    passage = compact(demo_book.text[first.source_start:first.source_end])
+    parts = len(episodic.split_parts(passage, 300))
+    assert parts >= 2
+    calls = model.calls[:parts]
+    assert all(len(c.inputs["passage"].split()) <= 300 for c in calls)
+    assert " ".join(c.inputs["passage"] for c in calls).split() == passage.split()  # nothing dropped
+    assert model.calls[parts].inputs["passage"] not in passage  # the next call is the next scene
+    assert "Mara-mark-1" in calls[1].inputs["earlier_summaries"][-1]  # part 2 sees part 1
+    for n in range(1, parts + 1):  # the scene's fields join every part
+        assert f"Mara-mark-{n}" in first.summary.scene_understanding
+        assert f"Mara-mark-{n}" in first.summary.my_actions
+
+
+def test_malformed_output_for_one_scene_falls_back_and_the_rest_complete(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+
+    def answer(signature, inputs):
+        if "From the journal of Mara Quell" in inputs["passage"]:
+            return "I refuse to answer in your format."
+        return {"scene_understanding": "I was there.", "my_actions": "I watched.", "my_emotions": "I worried."}
+
+    built = build_episodes(demo_book, scenes, rosters, utterances, MARA, FakeModel(answer).handle())
+    assert [e.scene_id for e in built.episodes] == present_ids(rosters, MARA)
+    failed = [e for e in built.episodes if e.error is not None]
+    assert len(failed) == 1 and len(built.failures) == 1
+    [bad] = failed
+    assert bad.method == f"failed:fake+{DIGEST_METHOD}"
+    assert "could not be parsed" in bad.error
+    assert "I went down to the Guild's oil store" in bad.summary.my_actions  # the digest stands in
+    assert all(e.method == "model:fake" and e.summary.scene_understanding == "I was there."
+               for e in built.episodes if e is not bad)
+
+
+def test_an_unreachable_model_stops_the_build(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+
+    def answer(signature, inputs):
+        raise ModelUnavailableError("Could not reach the model fake: connection refused")
+
+    with pytest.raises(ModelUnavailableError):
+        build_episodes(demo_book, scenes, rosters, utterances, MARA, FakeModel(answer).handle())
+
+
+def test_a_character_never_present_has_no_episodes_and_the_check_passes(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    corwen = rosters.filter(pl.col("character") == CORWEN)
+    before_he_appears = rosters.filter(pl.col("scene_id") < min(present_ids(rosters, CORWEN)))
+    assert (before_he_appears.filter(pl.col("character") == CORWEN)["status"] == "referenced").any()
+    built = build_episodes(demo_book, scenes, before_he_appears, utterances, CORWEN, open_model("none"))
+    assert built.episodes == []
+    empty = frame([], episodic_schema())
+    assert episodes_presence_check(empty, before_he_appears, CORWEN).passed
+    # and the check does catch a memory of a scene he was only referenced in
+    referenced = corwen.filter(pl.col("status") == "referenced")["scene_id"][0]
+    wrong = frame([{"book": demo_book.slug, "character": CORWEN, "scene_id": referenced, "status": "referenced",
+                    "scene_understanding": "I was not there.", "text": "I was not there."}], episodic_schema())
+    result = episodes_presence_check(wrong, before_he_appears, CORWEN)
+    assert not result.passed and result.metadata["unexpected_scenes"].value == [referenced]
+
+
+def episodic_schema():
+    from reveriemem.schemas import EPISODES
+
+    return EPISODES
+
+
+def test_episodes_asset_stores_searchable_memories_per_character(demo_book):
+    _materialise_book(demo_book)
+    instance = get_instance()
+    result = dg.materialize(ALL_ASSETS, selection=[episodes], partition_key=pair_key(demo_book.slug, MARA),
+                            instance=instance, resources=_resources())
+    assert result.success
+    [event] = result.get_asset_materialization_events()
+    metadata = {k: v.value for k, v in event.event_specific_data.materialization.metadata.items()}
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == "episodes_match_presence" and check.passed
+    rosters = ParquetStore(data_home() / "parquet").read("scene_rosters", PartitionRef(demo_book.slug))
+    store = LanceStore(lancedb_uri())
+    stored = store.read("episodes", PartitionRef(demo_book.slug, MARA))
+    assert sorted(stored["scene_id"].to_list()) == present_ids(rosters, MARA)
+    assert metadata["in_book"] is True and metadata["methods"] == {DIGEST_METHOD: stored.height}
+    assert metadata["failed"] == 0 and metadata["model_calls"] == 0
+    # similarity search over her memories finds the night she tested the oil casks
+    query = EmbeddingModel().embedder().embed(["oil store casks, water, heron"])[0]
+    hits = (store.open("episodes").search(query).where(f"character = '{MARA}'", prefilter=True).limit(3)
+            .to_list())
+    assert hits and {h["character"] for h in hits} == {MARA}
+    assert "oil store" in hits[0]["my_actions"]
+    # a pair whose character is not in the book stores nothing, and its check passes
+    instance.add_dynamic_partitions("character", ["sherlock-holmes"])
+    result = dg.materialize(ALL_ASSETS, selection=[episodes], instance=instance, resources=_resources(),
+                            partition_key=pair_key(demo_book.slug, "sherlock-holmes"))
+    assert result.success and result.get_asset_check_evaluations()[0].passed
+    [event] = result.get_asset_materialization_events()
+    assert event.event_specific_data.materialization.metadata["in_book"].value is False
+    assert store.read("episodes", PartitionRef(demo_book.slug, "sherlock-holmes")).height == 0
