@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from eval.rosters import gold_scene_spans
 from reveriemem.analysis import BookReading
 from reveriemem.knowledge import (
     accounts_of,
@@ -29,15 +30,17 @@ from reveriemem.models import FakeModel
 from reveriemem.preparation import roster_rows
 from reveriemem.registry import Book
 
-from eval.rosters import gold_scene_spans
-
 
 def _normal(text: str) -> str:
     return " ".join(text.replace("’", "'").split())
 
 
 def gold_graph_handler(book: Book, gold: dict[str, Any]):
-    """A FakeModel handler answering ExtractSceneGraph from the gold annotation."""
+    """A FakeModel handler answering ExtractSceneGraph (and scene boundaries) from the gold annotation.
+
+    Scene boundaries follow the gold scenes where the candidate spans allow;
+    roster judgements defer to the deterministic evidence.
+    """
     names = {c.name for c in book.characters}
     orgs = gold.get("organisations", [])
 
@@ -46,7 +49,13 @@ def gold_graph_handler(book: Book, gold: dict[str, Any]):
                 "affiliations": [o["name"] for o in orgs if name in o["members"]],
                 "former_affiliations": [o["name"] for o in orgs if name in o.get("former_members", [])]}
 
+    markers = [_normal(scene["start_marker"])[:40] for scene in gold["scenes"]]
+
     def handler(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        if signature == "SceneContinuity":  # the gold scene boundaries
+            return {"new_scene": any(m in _normal(inputs["passage_after"])[:300] for m in markers)}
+        if signature == "SceneRoster":  # defer to the evidence floor: never raise a status
+            return {"roster": [{"character": c.split(" (")[0], "status": "absent"} for c in inputs["characters"]]}
         if signature != "ExtractSceneGraph":
             return {}
         passage = _normal(inputs["passage"])

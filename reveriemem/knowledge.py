@@ -532,13 +532,25 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                         speaker = utterance_speakers[speaker_starts[i]]
                         participants.add(speaker)
                 for mention in matcher.find(book.text, s_start, s_end):
-                    if not in_spans(mention.start, quotes) and is_action_subject(book.text, mention, s_start):
+                    if not in_spans(mention.start, quotes) and _acts(book.text, mention, s_start):
                         participants.add(mention.character)
                 statement = Statement(scene_id, s_start, s_end, spoken=spoken, private=spans.private(s_start, s_end))
                 facts.append(Fact(speaker, "", "", "", stripped, f"person:{speaker}" if speaker else None, None,
                                   s_start, s_end, scene_id, method, FactEvidence([statement], participants),
                                   error=error))
     return facts
+
+
+_AUXILIARY_VERB = re.compile(r"^\s+(?:had|has|have|would|could|will|might|must|did)\s+(?:not\s+|never\s+)?[a-z]{3,}")
+_OPENS_CLAUSE = re.compile(r"(?:^|[,;:]\s+|\b(?:and|then|while|when|as|but)\s+)$")
+
+
+def _acts(text: str, mention: Any, sentence_start: int) -> bool:
+    """Is the named character the acting subject here ("Tobin said", "Harrow had unlocked")?"""
+    if is_action_subject(text, mention, sentence_start):
+        return True
+    before = text[sentence_start:mention.start]
+    return bool(_OPENS_CLAUSE.search(before) and _AUXILIARY_VERB.match(text[mention.end:mention.end + 40]))
 
 
 def assign_visibility(
@@ -582,3 +594,78 @@ def fact_rows(book: Book, facts: Sequence[Fact], table: EntityTable | None) -> l
             "common": fact.evidence_facts.common, "method": fact.method, "error": fact.error,
         })
     return rows
+
+
+# ---------------------------------------------------------------- offline entities
+
+_PROPER = re.compile(r"(?<![.!?\"“‘'])\s((?:[A-Z][a-z'’]+|[A-Z]\.)(?:\s+(?:of\s+(?:the\s+)?)?[A-Z][a-z'’]+){0,3})")
+_ORG_WORDS = {"Guild", "Council", "Company", "Office", "Yard", "Church", "Society", "Club", "Army", "Navy", "Regiment",
+              "Bank", "Police", "Brotherhood", "Order", "Government", "Parliament", "Service", "Crew", "Board"}
+_PLACE_WORDS = {"Street", "Lane", "Road", "Square", "Hall", "House", "Park", "River", "Hill", "Bay", "Harbour", "Walk",
+                "Steps", "Place", "Station", "Hotel", "Inn", "Castle", "Island", "City", "Town", "Pier", "Roads",
+                "Valley", "Mountains", "Lake", "Terrace", "Gardens", "Bridge", "Gate", "Abbey", "Asylum", "Hospital"}
+_TIME_WORDS = {"January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+               "November", "December", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+               "Day", "Candlemas", "Michaelmas", "Christmas", "Easter", "Midsummer"}
+_HONORIFICS = {"Mr", "Mrs", "Miss", "Dr", "Doctor", "Captain", "Master", "Mistress", "Lady", "Lord", "Sir", "Colonel",
+               "Inspector", "Professor", "Madame", "Monsieur", "Mr.", "Mrs.", "Dr."}
+_NOT_NAMES = {"I", "The", "A", "An", "He", "She", "It", "We", "They", "You", "His", "Her", "Their", "Our", "My", "But",
+              "And", "Then", "There", "This", "That", "What", "When", "Where", "Who", "Why", "How", "Yes", "No", "Oh",
+              "God", "CHAPTER", "Chapter", "Well", "Now", "If", "So", "As", "In", "On", "At", "Of", "For", "To"}
+OFFLINE_ENTITY_METHOD = "heuristic:proper-nouns-v1"
+
+
+def offline_entity_type(name: str) -> str:
+    words = name.replace(".", "").split()
+    if words[-1] in _ORG_WORDS:
+        return "organisation"
+    if words[-1] in _PLACE_WORDS:
+        return "location"
+    if words[-1] in _TIME_WORDS or words[0] in _TIME_WORDS:
+        return "time"
+    if words[0] in _HONORIFICS or name.split()[0] in _HONORIFICS:
+        return "person"
+    return "concept"
+
+
+def offline_entities(book: Book, scenes: Sequence[tuple[int, int, int]], min_count: int = 2) -> EntityTable:
+    """Focus characters plus capitalised names used at least `min_count` times, typed by their head word."""
+    table = EntityTable(book)
+    seen: dict[str, list[int]] = defaultdict(list)
+    for scene_id, start, end in scenes:
+        for match in _PROPER.finditer(book.text, start, end):
+            name = match.group(1).strip()
+            first = name.split()[0]
+            if first in _NOT_NAMES or len(name) < 3:
+                continue
+            seen[name].append(scene_id)
+    for name, scene_ids in seen.items():
+        if len(scene_ids) < min_count or table.character_of(name):
+            continue
+        for scene_id in sorted(set(scene_ids)):
+            table.add(name, offline_entity_type(name), [], scene_id)
+    return table
+
+
+def entity_rows(book: Book, table: EntityTable, method: str) -> list[dict[str, Any]]:
+    return [{"book": book.slug, "entity_id": e.entity_id, "name": e.name, "type": e.type,
+             "aliases": sorted(e.aliases), "scene_ids": sorted(e.scenes), "character": e.character,
+             "method": "characters-file" if e.character else method}
+            for e in sorted(table.entities.values(), key=lambda e: e.entity_id)]
+
+
+def graphs_from_rows(rows: Iterable[dict[str, Any]]) -> list[SceneGraph]:
+    """SceneGraphs back from stored `scene_graphs` rows."""
+    graphs = []
+    for row in rows:
+        payload = json.loads(row["payload"] or "{}")
+        graphs.append(SceneGraph(int(row["scene_id"]), int(row["passage"]), int(row["start"]), int(row["end"]),
+                                 method=row["method"], error=row["error"], entities=payload.get("entities", []),
+                                 relations=payload.get("relations", []), accounts=payload.get("accounts", [])))
+    return sorted(graphs, key=lambda g: (g.scene_id, g.passage))
+
+
+def graph_rows(book: Book, graphs: Sequence[SceneGraph]) -> list[dict[str, Any]]:
+    return [{"book": book.slug, "scene_id": g.scene_id, "passage": g.passage, "start": g.start, "end": g.end,
+             "method": g.method, "error": g.error, "entities": len(g.entities), "relations": len(g.relations),
+             "accounts": len(g.accounts), "payload": g.payload()} for g in graphs]
