@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 DIGEST_VERSION = "episodic-digest-v1"
 DIGEST_METHOD = f"heuristic:{DIGEST_VERSION}"
 MAX_PART_WORDS = 2500  # a presence passage longer than this is summarised in parts
+PASSAGE_WORDS = 1200  # a longer presence passage is focused on the character's paragraphs (token budget)
 EARLIER_NOTES = 2  # own earlier notes shown with each scene
 NOTE_WORDS = 60  # words of an earlier summary kept in a note
 SENTENCE_WORDS = 45  # a digest sentence is clipped to this many words
@@ -196,7 +197,7 @@ def build_episodes(
         if program is None:
             summary, method, error = digester.digest(presence), DIGEST_METHOD, None
         else:
-            passage = compact(book.text[presence.source_start:presence.source_end])
+            passage = focus_passage(book, character, presence.source_start, presence.source_end, PASSAGE_WORDS)
             notes = [note(e) for e in episodes[-EARLIER_NOTES:]]
             try:
                 summary = summarise(handle, program, character, presence, passage, notes)
@@ -271,6 +272,48 @@ def summarise(
         my_actions=" ".join(p.my_actions for p in pieces if p.my_actions),
         my_emotions=" ".join(p.my_emotions for p in pieces if p.my_emotions),
     )
+
+
+def focus_passage(book: Book, character: Character, start: int, end: int, budget: int) -> str:
+    """The presence passage, or, when longer than `budget` words, the paragraphs that concern the character.
+
+    Paragraphs are kept by weight until the budget is spent: the scene's
+    opening and closing paragraphs and those naming the character (their
+    speech tags, actions, being addressed) first, then the character's own
+    first-person narration, then the rest; kept paragraphs stay in story order
+    with "[...]" where text was left out. This bounds the prompt of a long
+    scene without giving the model anything from outside the passage.
+    """
+    paragraphs = split_paragraphs(book.text, start, end)
+    sizes = [len(p.text.split()) for p in paragraphs]
+    if sum(sizes) <= budget:
+        return compact(book.text[start:end])
+    matcher = AliasMatcher([character])
+    narrated = [(a, b) for a, b in character.narrator_spans]
+    weights = []
+    for i, paragraph in enumerate(paragraphs):
+        weight = 0
+        if i in (0, len(paragraphs) - 1):
+            weight = 3
+        elif matcher.find(book.text, paragraph.start, paragraph.end):
+            weight = 2
+        elif any(a <= paragraph.start < b for a, b in narrated):
+            weight = 1
+        weights.append(weight)
+    chosen: set[int] = set()
+    spent = 0
+    for i in sorted(range(len(paragraphs)), key=lambda i: (-weights[i], i)):
+        if spent + sizes[i] > budget:
+            continue
+        chosen.add(i)
+        spent += sizes[i]
+    pieces: list[str] = []
+    for i, paragraph in enumerate(paragraphs):
+        if i in chosen:
+            pieces.append(normalise_space(paragraph.text))
+        elif not pieces or pieces[-1] != "[...]":
+            pieces.append("[...]")
+    return "\n\n".join(pieces)
 
 
 def compact(text: str) -> str:

@@ -49,7 +49,7 @@ from reveriemem.visibility import (
     visible_from,
 )
 
-PASSAGE_WORDS = 1500
+PASSAGE_WORDS = 2500
 EXTRACTION_VERSION = "kg-v1"
 EVIDENCE_METHOD = "heuristic:evidence-units-v1"
 _ARTICLES = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)

@@ -32,7 +32,7 @@ from reveriemem.text import normalise_space
 log = logging.getLogger(__name__)
 
 MIN_MODEL_SCENE_WORDS = 120
-CONTEXT_WORDS = 120
+CONTEXT_WORDS = 80
 RANK = {status: rank for rank, status in enumerate(reversed(STATUSES))}  # absent=0 ... present_active=3
 
 
