@@ -108,10 +108,83 @@ EPISODES = pa.schema(
     ]
 )
 
+DIALOGUE_RECORDS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("scene_id", pa.int32()),
+        ("paragraph", pa.int32()),
+        ("start", pa.int64()),  # the utterance's offsets in the book text
+        ("end", pa.int64()),
+        ("speaker", pa.string()),  # focus character slug
+        ("speaker_name", pa.string()),  # its canonical name
+        ("addressees", pa.list_(pa.string())),
+        ("text", pa.string()),
+        ("emotion", pa.string()),  # Plutchik's eight or neutral
+        ("intensity", pa.int32()),  # 1..5
+        ("trigger", pa.string()),
+        ("intent", pa.string()),
+        ("act", pa.string()),  # the utterance's form (question, command, ...), always deterministic
+        ("method", pa.string()),
+        ("error", pa.string()),  # why the model's annotation was not used, else null
+    ]
+)
+
+EMOTION_TRANSITIONS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),
+        ("character_name", pa.string()),
+        ("step", pa.int32()),  # 1.. in story order
+        ("scene_id", pa.int32()),
+        ("paragraph", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("from_emotion", pa.string()),  # null for the first utterance
+        ("from_intensity", pa.int32()),
+        ("to_emotion", pa.string()),
+        ("to_intensity", pa.int32()),
+        ("changed", pa.bool_()),
+        ("same_scene", pa.bool_()),
+        ("trigger", pa.string()),
+        ("intent", pa.string()),
+        ("act", pa.string()),
+        ("text", pa.string()),
+        ("method", pa.string()),
+    ]
+)
+
+PERSONALITY_PATTERNS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),
+        ("character_name", pa.string()),
+        ("pattern_id", pa.int32()),  # 1.. by first appearance in the story
+        ("description", pa.string()),
+        ("excerpts", pa.list_(pa.string())),  # verbatim slices of the book text
+        ("excerpt_starts", pa.list_(pa.int64())),  # their offsets
+        ("scene_ids", pa.list_(pa.int32())),
+        ("utterance_starts", pa.list_(pa.int64())),
+        ("units", pa.int32()),  # behaviour units grouped in the pattern
+        ("utterances", pa.int32()),
+        ("dominant_emotion", pa.string()),
+        ("mean_intensity", pa.float32()),
+        ("dominant_act", pa.string()),
+        ("origin", pa.string()),  # cluster | noise (a unit hdbscan left alone) | threshold (grouped without hdbscan)
+        ("attached_noise", pa.int32()),  # noise units attached to this cluster
+        ("clustering", pa.string()),
+        ("method", pa.string()),  # what wrote the description
+        ("error", pa.string()),
+        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),  # the description's embedding
+    ]
+)
+
 BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "scenes": ("lancedb", SCENES),
     "utterances": ("parquet", UTTERANCES),
     "scene_rosters": ("parquet", ROSTERS),
     "character_scenes": ("parquet", CHARACTER_SCENES),
     "episodes": ("lancedb", EPISODES),
+    "dialogue_records": ("parquet", DIALOGUE_RECORDS),
+    "emotion_transitions": ("parquet", EMOTION_TRANSITIONS),
+    "personality_patterns": ("lancedb", PERSONALITY_PATTERNS),
 }

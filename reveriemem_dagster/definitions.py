@@ -5,13 +5,16 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import episodic as episodic_assets
+from assets import personality as personality_assets
 from assets import scenes as scene_assets
 from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import book_character_partitions, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
-BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters]
-CHARACTER_ASSETS = [scene_assets.character_scenes, episodic_assets.episodes]
+BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters,
+               personality_assets.dialogue_records]
+CHARACTER_ASSETS = [scene_assets.character_scenes, episodic_assets.episodes,
+                    personality_assets.emotion_transitions, personality_assets.personality_patterns]
 ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS]
 
 book_memory_job = dg.define_asset_job(
