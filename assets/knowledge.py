@@ -11,6 +11,8 @@ holds visibility-tagged evidence units (source sentences) instead.
 """
 
 
+from typing import Any
+
 import dagster as dg
 import polars as pl
 
@@ -148,12 +150,12 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
     rows = fact_rows(book, facts_list, table)
     unreachable = [r for r in rows if not r["visibility"]]
     rows = [r for r in rows if r["visibility"]]
-    vectors = embedder.embedder().embed([r["text"] for r in rows]) if rows else []
-    for row, vector in zip(rows, vectors):
-        row["vector"] = vector.tolist()
+    if rows:
+        for row, vector in zip(rows, embedder.embedder().embed([r["text"] for r in rows])):
+            row["vector"] = vector.tolist()
     out = frame(rows, FACTS)
     routes = pl.Series(out["routes"].explode().drop_nulls()).value_counts() if out.height else None
-    metadata = {
+    metadata: dict[str, Any] = {
         "facts": out.height, "unreachable_dropped": len(unreachable),
         "evidence_units": int((out["method"] == EVIDENCE_METHOD).sum()) if out.height else 0,
         "failed_scenes": len(failed), "embedder": embedder.embedder().name,

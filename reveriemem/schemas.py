@@ -178,7 +178,87 @@ PERSONALITY_PATTERNS = pa.schema(
     ]
 )
 
+SCENE_GRAPHS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("scene_id", pa.int32()),
+        ("passage", pa.int32()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("method", pa.string()),  # model:<name>, failed:<name>, or heuristic (no model: no graph)
+        ("error", pa.string()),
+        ("entities", pa.int32()),
+        ("relations", pa.int32()),
+        ("accounts", pa.int32()),
+        ("payload", pa.string()),  # JSON: entities, relations (located), accounts (located)
+    ]
+)
+
+ENTITIES = pa.schema(
+    [
+        ("book", pa.string()),
+        ("entity_id", pa.string()),  # "<type>:<slug>"; focus characters are "person:<character slug>"
+        ("name", pa.string()),
+        ("type", pa.string()),  # person | organisation | location | object | event | time | concept
+        ("aliases", pa.list_(pa.string())),
+        ("scene_ids", pa.list_(pa.int32())),
+        ("character", pa.string()),  # focus character slug, or null
+        ("method", pa.string()),
+    ]
+)
+
+MEMBERSHIPS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),
+        ("organisation", pa.string()),  # entity id
+        ("organisation_name", pa.string()),
+        ("scene_id", pa.int32()),
+        ("offset", pa.int64()),
+        ("member", pa.bool_()),  # False: the text says they left or were put out
+        ("method", pa.string()),
+    ]
+)
+
+GRANT = pa.struct([("character", pa.string()), ("route", pa.string()), ("scene_id", pa.int32()),
+                   ("offset", pa.int64())])
+STATEMENT = pa.struct([("scene_id", pa.int32()), ("start", pa.int64()), ("end", pa.int64()),
+                       ("spoken", pa.bool_()), ("private", pa.bool_())])
+
+FACTS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),  # "" : facts are book-level rows; `visibility` bounds them
+        ("fact_id", pa.string()),
+        ("scene_id", pa.int32()),  # scene of the first statement
+        ("subject", pa.string()),
+        ("predicate", pa.string()),  # "" for an offline evidence unit (a source sentence)
+        ("object", pa.string()),
+        ("cause", pa.string()),
+        ("subject_entity", pa.string()),
+        ("object_entity", pa.string()),
+        ("text", pa.string()),  # what is embedded and shown: "s p o (because c)" or the sentence
+        ("evidence", pa.string()),
+        ("source_start", pa.int64()),
+        ("source_end", pa.int64()),
+        ("statements", pa.list_(STATEMENT)),
+        ("visibility", pa.list_(pa.string())),  # character slugs: V(f); filter with array_has_any
+        ("routes", pa.list_(pa.string())),  # per visibility entry: its strongest route
+        ("visible_from", pa.list_(pa.int64())),  # per visibility entry: the earliest source offset
+        ("grants", pa.list_(GRANT)),
+        ("organisations", pa.list_(pa.string())),
+        ("common", pa.bool_()),
+        ("method", pa.string()),
+        ("error", pa.string()),
+        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
+    ]
+)
+
 BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
+    "scene_graphs": ("parquet", SCENE_GRAPHS),
+    "entities": ("parquet", ENTITIES),
+    "memberships": ("parquet", MEMBERSHIPS),
+    "facts": ("lancedb", FACTS),
     "scenes": ("lancedb", SCENES),
     "utterances": ("parquet", UTTERANCES),
     "scene_rosters": ("parquet", ROSTERS),

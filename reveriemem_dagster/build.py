@@ -31,6 +31,7 @@ from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import pair_key, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
+MODEL_TAG, EMBEDDER_TAG = "reveriemem/lm", "reveriemem/embedder"  # on every build run: what made the outputs
 FAILED_SCENES = "failed_scenes"  # metadata: how many scenes an asset failed (an int; a list is counted)
 DAGSTER_CONSOLE_LEVEL = "WARNING"  # Dagster's per-event debug log stays in the instance, off the terminal
 
@@ -123,8 +124,13 @@ def plan_build(
     instance: dg.DagsterInstance | None = None,
     book_assets: Sequence[dg.AssetsDefinition] | None = None,
     character_assets: Sequence[dg.AssetsDefinition] | None = None,
+    identity: dict[str, str] | None = None,
 ) -> BuildPlan:
-    """What `build_book` would materialise and what it would skip, without running anything."""
+    """What `build_book` would materialise and what it would skip, without running anything.
+
+    `identity` (the model and embedder tags of this build) makes a partition
+    built with another model or embedder count as out of date.
+    """
     book = load_book(slug)
     instance = instance or get_instance()
     book_level, per_character = _asset_lists(book_assets, character_assets)
@@ -155,6 +161,8 @@ def plan_build(
             ]
             reason = _reason_to_run(asset, part, record, values, registered, force, retry_failed, failed,
                                     upstream, latest, will_run)
+            if reason is None and record is not None and identity:
+                reason = _identity_changed(instance, record, identity)
             name = asset.key.to_user_string()
             if reason is None:
                 latest[(asset.key, part)] = record.timestamp if record is not None else None
@@ -203,6 +211,24 @@ def _reason_to_run(
     return None
 
 
+def _identity_changed(instance: dg.DagsterInstance, record: dg.EventLogRecord, identity: dict[str, str]) -> str | None:
+    run = instance.get_run_by_id(record.run_id) if record.run_id else None
+    tags = run.tags if run is not None else {}
+    for key, wanted in identity.items():
+        if tags.get(key) != wanted:
+            what = "model" if key == MODEL_TAG else "embedder"
+            return f"built with {what} {tags.get(key) or 'unknown'}, not {wanted}"
+    return None
+
+
+def build_identity(lm: str = "", embedder: str = "") -> dict[str, str]:
+    """The tags naming what a build's outputs are made with (model strings resolved from the environment)."""
+    from reveriemem.models.opening import resolve_spec
+    from reveriemem.settings import embedder_spec
+
+    return {MODEL_TAG: resolve_spec(lm or None).name, EMBEDDER_TAG: embedder or embedder_spec()}
+
+
 def build_book(
     slug: str,
     lm: str = "",
@@ -227,8 +253,9 @@ def build_book(
     instance = get_instance()
     register_partitions(instance, book)
     book_level, per_character = _asset_lists(book_assets, character_assets)
+    identity = build_identity(lm, embedder)
     plan = plan_build(slug, force=force, retry_failed=retry_failed, instance=instance,
-                      book_assets=book_level, character_assets=per_character)
+                      book_assets=book_level, character_assets=per_character, identity=identity)
     resources = {"lm": LanguageModel(model=lm), "embedder": EmbeddingModel(model=embedder),
                  "memory_io": MemoryIOManager()}
     run_config = {"loggers": {"console": {"config": {"log_level": dagster_log_level.upper()}}}}
@@ -240,7 +267,7 @@ def build_book(
             progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
             result = dg.materialize([*book_level, *per_character], selection=run.assets, partition_key=run.partition,
                                     instance=instance, resources=resources, run_config=run_config,
-                                    tags={"reveriemem/book": slug})
+                                    tags={"reveriemem/book": slug, **identity})
             report.runs += 1
             for key, values in _metadata(result).items():
                 report.metadata[_report_key(key, run.character)] = values

@@ -5,13 +5,17 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import episodic as episodic_assets
+from assets import knowledge as knowledge_assets
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
 from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import book_character_partitions, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+from reveriemem_dagster.whole_book import whole_book_memory
 
 BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters,
+               knowledge_assets.scene_graphs, knowledge_assets.entities, knowledge_assets.memberships,
+               knowledge_assets.facts,
                personality_assets.dialogue_records]
 CHARACTER_ASSETS = [scene_assets.character_scenes, episodic_assets.episodes,
                     personality_assets.emotion_transitions, personality_assets.personality_patterns]
@@ -21,7 +25,7 @@ book_memory_job = dg.define_asset_job(
     "book_memory",
     selection=dg.AssetSelection.assets(*BOOK_ASSETS),
     partitions_def=book_partitions,
-    description="A book's scenes, utterances and rosters (one run per book).",
+    description="A book's book-level assets: scenes, rosters, dialogue records, semantic layer (one run per book).",
 )
 character_memory_job = dg.define_asset_job(
     "character_memory",
@@ -31,6 +35,7 @@ character_memory_job = dg.define_asset_job(
 )
 
 
+
 def default_resources() -> dict[str, object]:
     """Resources configured from the environment (REVERIEMEM_LM, REVERIEMEM_EMBEDDER, REVERIEMEM_HOME)."""
     return {"lm": LanguageModel(), "embedder": EmbeddingModel(), "memory_io": MemoryIOManager()}
@@ -38,6 +43,6 @@ def default_resources() -> dict[str, object]:
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    jobs=[book_memory_job, character_memory_job],
+    jobs=[book_memory_job, character_memory_job, whole_book_memory],
     resources=default_resources(),
 )

@@ -84,6 +84,21 @@ def test_a_rebuild_skips_what_is_done_and_force_redoes_it(ledger: str) -> None:
     assert len(get_instance().get_runs()) == 3 + 0 + 1 + 3
 
 
+def test_another_model_or_embedder_rebuilds_what_the_first_one_made(ledger: str) -> None:
+    _scene_build(ledger, lm="none", embedder="hash")
+    register_fake("other", FakeModel())
+    try:
+        again = _scene_build(ledger, lm="fake:other", embedder="hash")
+    finally:
+        unregister_fake("other")
+    assert _names(again.ran) == ALL_PARTITIONS
+    assert again.ran[0].reason == "built with model none, not fake:other"
+    embedder = _scene_build(ledger, lm="none", embedder="hash")  # back to none: built with fake:other now
+    assert embedder.runs == 3
+    same = _scene_build(ledger, lm="none", embedder="hash")
+    assert same.runs == 0
+
+
 def test_model_cache_and_skipping_leave_nothing_for_the_model(ledger: str) -> None:
     fake = FakeModel()  # placeholder answers for every step
     register_fake("resume", fake, cache=True)

@@ -94,8 +94,10 @@ def test_a_pair_outside_its_book_stores_no_rows():
                             instance=instance, resources={"lm": LanguageModel(), "embedder": EmbeddingModel(),
                                                           "memory_io": MemoryIOManager()})
     assert result.success
-    [event] = result.get_asset_materialization_events()
-    assert event.event_specific_data.materialization.metadata["in_book"].value is False
+    events = result.get_asset_materialization_events()
+    assert len(events) == len(CHARACTER_ASSETS)
+    for event in events:  # every per-character layer says so, and stores nothing
+        assert event.event_specific_data.materialization.metadata["in_book"].value is False
     assert ParquetStore(data_home() / "parquet").read("character_scenes", PartitionRef(DEMO_SLUG, "sherlock-holmes")).height == 0
 
 
@@ -132,3 +134,30 @@ def test_workspace_validates():
     run = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_whole_book_memory_job_builds_every_layer_with_dagster_job_execute(isolated_home):
+    """Done-when of the Source-to-Memory issue: the demo's whole memory from one `dagster job execute`."""
+    from reveriemem.settings import lancedb_uri
+    from reveriemem.storage import LanceStore
+
+    _register_demo()
+    env = {**os.environ, "DAGSTER_HOME": str(isolated_home / "dagster")}
+    run = subprocess.run([sys.executable, "-m", "dagster", "job", "execute", "-m", "reveriemem_dagster.definitions",
+                          "-j", "whole_book_memory", "--tags", json.dumps({"dagster/partition": DEMO_SLUG})],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    parquet, lance = ParquetStore(isolated_home / "parquet"), LanceStore(lancedb_uri())
+    book = PartitionRef(DEMO_SLUG)
+    assert lance.read("facts", book).height > 0 and parquet.read("entities", book).height > 0
+    assert parquet.read("dialogue_records", book).height > 0
+    mara = PartitionRef(DEMO_SLUG, "mara-quell")
+    for asset in ("episodes", "personality_patterns"):
+        assert lance.read(asset, mara).height > 0, asset
+    assert parquet.read("emotion_transitions", mara).height > 0
+    from reveriemem_dagster.instance import get_instance
+
+    instance = get_instance()
+    for key in ("facts", "episodes", "personality_patterns"):
+        assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key

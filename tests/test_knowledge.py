@@ -131,7 +131,7 @@ def _materialise(lm: str = "none") -> dict:
     if result is not None:
         assert result.exit_code == 0, result.output
         return {}
-    report = build_book(DEMO_SLUG, lm=lm, embedder="hash", force=True)
+    report = build_book(DEMO_SLUG, lm=lm, embedder="hash")
     return report.metadata
 
 

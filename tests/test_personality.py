@@ -6,7 +6,6 @@ import re
 import dagster as dg
 import numpy as np
 import pytest
-from conftest import write_book
 
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
@@ -30,6 +29,7 @@ from reveriemem.personality import (
     pattern_rows,
 )
 from reveriemem.text import split_paragraphs
+from tests.conftest import write_book
 
 # -- the lexicon annotator -------------------------------------------------------
 
