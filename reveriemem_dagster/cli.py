@@ -153,6 +153,24 @@ def build(book: str, lm: str, embedder: str, force: bool, retry_failed: bool, qu
     _summarise(_build(book, lm, embedder, force=force, retry_failed=retry_failed, quiet=quiet))
 
 
+@main.command("estimate")
+@click.argument("book")
+@click.option("--lm", default="", help="The model the build would use (default: $REVERIEMEM_LM or bundled).")
+def estimate(book: str, lm: str) -> None:
+    """Print the model calls and tokens a build of BOOK would need, before any model call.
+
+    Dry-runs the whole build in a scratch data home with a recording stand-in
+    model (the named model is never called) and counts every prompt with the
+    cl100k tokenizer; completion sizes are assumptions, listed in the output.
+    """
+    from reveriemem.estimate import dry_run, format_estimate
+    from reveriemem.models.opening import resolve_spec
+
+    load_book(book)
+    model = resolve_spec(lm or None).name
+    click.echo(format_estimate(dry_run(book), model))
+
+
 @main.command("demo")
 @click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
 def demo(lm: str) -> None:
