@@ -121,7 +121,7 @@ def attribute_dialogue(
     previous: Utterance | None = None
     before_previous: Utterance | None = None
     open_quote = False
-    recent: list[tuple[int, str]] = []  # (paragraph, slug) of narration mentions, for pronouns
+    recent: list[tuple[int, str, bool]] = []  # (paragraph, slug, acting subject?) of narration mentions
     for paragraph in paragraphs:
         spans, still_open = quote_spans(paragraph)
         mentions = mentions_by_paragraph.get(paragraph.index, [])
@@ -133,7 +133,7 @@ def attribute_dialogue(
         if scene_of is not None and recent and scene_of.get(recent[-1][0]) != scene_of.get(paragraph.index):
             recent.clear()
         if not spans:
-            recent.extend((paragraph.index, m.character) for m in mentions)
+            recent.extend(_narrated(text, paragraph, mentions, spans))
             if previous is not None and previous.paragraph < paragraph.index - 1:
                 before_previous = None
             open_quote = False
@@ -171,12 +171,25 @@ def attribute_dialogue(
                 and before_previous.speaker not in utterance.addressees
             ):
                 _copy_speaker(utterance, before_previous, "alternation")
-        recent.extend((paragraph.index, m.character) for m in mentions if not in_spans(m.start, spans))
+        recent.extend(_narrated(text, paragraph, mentions, spans))
         utterances.append(utterance)
         before_previous = previous if same_scene else None
         previous = utterance
         open_quote = still_open
     return utterances
+
+
+def _narrated(
+    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]]
+) -> list[tuple[int, str, bool]]:
+    """Narration mentions of a paragraph, each marked when it is the acting subject of its clause."""
+    out = []
+    for mention in mentions:
+        if in_spans(mention.start, spans):
+            continue
+        fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
+        out.append((paragraph.index, mention.character, is_action_subject(text, mention, fragment_start)))
+    return out
 
 
 def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> bool:
@@ -216,7 +229,7 @@ def _attribute_by_tag(
     spans: Sequence[tuple[int, int]],
     mentions: Sequence[Mention],
     gender: dict[str, str],
-    recent: list[tuple[int, str]],
+    recent: list[tuple[int, str, bool]],
     narrator: str | None,
 ) -> None:
     """Speech tags in the clause right after or right before a quote."""
@@ -254,25 +267,31 @@ def _attribute_by_tag(
 
 
 def _resolve_pronoun(
-    utterance: Utterance, pronoun: str, gender: dict[str, str], recent: list[tuple[int, str]], narrator: str | None
+    utterance: Utterance, pronoun: str, gender: dict[str, str], recent: list[tuple[int, str, bool]], narrator: str | None
 ) -> None:
     """`I` is the narrator; he/she is the focus character of that gender named
-    in the narration of this or the two paragraphs before, if any."""
+    in the narration of this or the two paragraphs before, if any: in the
+    latest paragraph naming one, the acting subject ("Osric laid the book
+    before the Guildmaster" makes "he" Osric), else the last named."""
     if pronoun == "I":
         utterance.speaker, utterance.speaker_label, utterance.method = narrator, narrator or "I", "tag"
         return
     wanted = "male" if pronoun.lower() == "he" else "female"
     window = utterance.paragraph - 2
-    for index, slug in reversed(recent[-12:]):
-        if index >= window and gender.get(slug) == wanted:
-            utterance.speaker, utterance.speaker_label, utterance.method = slug, slug, "pronoun"
-            return
+    candidates = [(index, slug, subject) for index, slug, subject in recent[-12:]
+                  if index >= window and gender.get(slug) == wanted]
+    if candidates:
+        latest = candidates[-1][0]
+        in_latest = [c for c in candidates if c[0] == latest]
+        chosen = next((c for c in reversed(in_latest) if c[2]), in_latest[-1])
+        utterance.speaker, utterance.speaker_label, utterance.method = chosen[1], chosen[1], "pronoun"
+        return
     utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
 
 
 def _attribute_by_beat(
     utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention],
-    gender: dict[str, str], recent: list[tuple[int, str]], narrator: str | None,
+    gender: dict[str, str], recent: list[tuple[int, str, bool]], narrator: str | None,
 ) -> None:
     """An action beat beside the quote ("Vane sat back.", "The old clerk's smile
     did not waver.", "She did not sit down."): its subject is the speaker."""
