@@ -56,7 +56,7 @@ def episodes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: Emb
     failed = [e.scene_id for e in built.episodes if e.error is not None]
     metadata = {
         "in_book": True, "episodes": table.height, "methods": dg.MetadataValue.json(methods),
-        "failed": len(failed), "failed_scenes": dg.MetadataValue.json(failed),
+        "failed_scenes": len(failed), "failed_scene_ids": dg.MetadataValue.json(failed),
         "embedder": embedder.embedder().name if rows else "",
         **_usage_metadata(before, handle.usage.summary()),
     }

@@ -55,7 +55,7 @@ def dialogue_records(context: dg.AssetExecutionContext, lm: LanguageModel, utter
     expected = utterances.filter(pl.col("speaker").is_in(list(names))).height
     counts = dict(table.group_by("emotion").len().iter_rows()) if table.height else {}
     metadata = {
-        "records": table.height, "method": annotated.method, "fallbacks": len(annotated.failures),
+        "records": table.height, "method": annotated.method, "fallbacks": len(annotated.failures), "failed_scenes": len(annotated.failures),
         "scenes_with_dialogue": annotated.scenes_annotated,
         **{f"emotion_{k}": int(v) for k, v in counts.items()},
         **_usage_metadata(before, handle.usage.summary()),
@@ -123,7 +123,7 @@ def personality_patterns(context: dg.AssetExecutionContext, lm: LanguageModel, e
     origins = dict(table.group_by("origin").len().iter_rows()) if table.height else {}
     metadata = {
         "in_book": True, "patterns": table.height, "utterances": mine.height, "units": len(result.units),
-        "clustering": result.clustering, "fallbacks": len(result.failures), "embedder": embedder.embedder().name,
+        "clustering": result.clustering, "fallbacks": len(result.failures), "failed_scenes": len(result.failures), "embedder": embedder.embedder().name,
         **{f"origin_{k}": int(v) for k, v in origins.items()},
         **_usage_metadata(before, handle.usage.summary()),
     }

@@ -239,7 +239,7 @@ def test_episodes_asset_stores_searchable_memories_per_character(demo_book):
     stored = store.read("episodes", PartitionRef(demo_book.slug, MARA))
     assert sorted(stored["scene_id"].to_list()) == present_ids(rosters, MARA)
     assert metadata["in_book"] is True and metadata["methods"] == {DIGEST_METHOD: stored.height}
-    assert metadata["failed"] == 0 and metadata["model_calls"] == 0
+    assert metadata["failed_scenes"] == 0 and metadata["model_calls"] == 0
     # similarity search over her memories finds the night she tested the oil casks
     query = EmbeddingModel().embedder().embed(["oil store casks, water, heron"])[0]
     hits = (store.open("episodes").search(query).where(f"character = '{MARA}'", prefilter=True).limit(3)
