@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import polars as pl
@@ -87,10 +87,8 @@ class Summary:
     my_emotions: str
 
 
-@dataclass
-class Episode:
-    """One scene as one character remembers it."""
-
+@dataclass(frozen=True)
+class _Presence:
     scene_id: int
     status: str
     scene_start: int
@@ -100,14 +98,25 @@ class Episode:
     location: str
     time: str
     atmosphere: str
+
+
+@dataclass
+class Episode:
+    """One scene as one character remembers it: where they were in it, and the note."""
+
+    presence: _Presence
     summary: Summary
     method: str
     error: str | None = None
 
     @property
+    def scene_id(self) -> int:
+        return self.presence.scene_id
+
+    @property
     def text(self) -> str:
         """The episode as one searchable text: where and when, then the three fields."""
-        where = ", ".join(part for part in (self.location, self.time) if part)
+        where = ", ".join(part for part in (self.presence.location, self.presence.time) if part)
         said = where and where in self.summary.scene_understanding  # the digest already names the setting
         lines = [f"Scene {self.scene_id}" + (f" ({where})" if where and not said else "") + "."]
         if self.summary.scene_understanding:
@@ -121,12 +130,9 @@ class Episode:
     def row(self, book: str, character: str) -> dict[str, Any]:
         """The stored row (without its vector) in the columns of `schemas.EPISODES`."""
         return {
-            "book": book, "character": character, "scene_id": self.scene_id, "status": self.status,
-            "scene_start": self.scene_start, "scene_end": self.scene_end, "source_start": self.source_start,
-            "source_end": self.source_end, "location": self.location, "time": self.time,
-            "atmosphere": self.atmosphere, "scene_understanding": self.summary.scene_understanding,
-            "my_actions": self.summary.my_actions, "my_emotions": self.summary.my_emotions, "text": self.text,
-            "method": self.method, "error": self.error,
+            "book": book, "character": character, **asdict(self.presence),
+            "scene_understanding": self.summary.scene_understanding, "my_actions": self.summary.my_actions,
+            "my_emotions": self.summary.my_emotions, "text": self.text, "method": self.method, "error": self.error,
         }
 
 
@@ -134,19 +140,6 @@ class Episode:
 class EpisodicBuild:
     episodes: list[Episode]
     failures: list[str]  # one line per scene that fell back to the digest
-
-
-@dataclass(frozen=True)
-class _Presence:
-    scene_id: int
-    status: str
-    scene_start: int
-    scene_end: int
-    source_start: int
-    source_end: int
-    location: str
-    time: str
-    atmosphere: str
 
 
 def present_scenes(scenes: pl.DataFrame, rosters: pl.DataFrame, slug: str) -> list[_Presence]:
@@ -207,12 +200,7 @@ def build_episodes(
                 log.warning("Episode of scene %d for %s fell back to the digest: %s", presence.scene_id, slug, error)
                 failures.append(f"scene {presence.scene_id}: {error}")
                 summary, method = digester.digest(presence), f"failed:{handle.name}+{DIGEST_METHOD}"
-        episodes.append(Episode(
-            scene_id=presence.scene_id, status=presence.status, scene_start=presence.scene_start,
-            scene_end=presence.scene_end, source_start=presence.source_start, source_end=presence.source_end,
-            location=presence.location, time=presence.time, atmosphere=presence.atmosphere, summary=summary,
-            method=method, error=error,
-        ))
+        episodes.append(Episode(presence=presence, summary=summary, method=method, error=error))
         progress.unit_done(book.slug, step)
     return EpisodicBuild(episodes, failures)
 

@@ -81,8 +81,9 @@ def test_offline_digest_remembers_each_present_scene_from_its_own_text(demo_book
     for e in built.episodes:
         assert e.method == DIGEST_METHOD and e.error is None
         assert e.summary.scene_understanding and e.summary.my_actions
-        assert e.scene_start <= e.source_start < e.source_end <= e.scene_end
-        source = normalise_space(demo_book.text[e.source_start:e.source_end])
+        p = e.presence
+        assert p.scene_start <= p.source_start < p.source_end <= p.scene_end
+        source = normalise_space(demo_book.text[p.source_start:p.source_end])
         # the narrated sentences the digest extracts come from this scene's passage only
         narrated = re.sub(r"I said: “[^”]*”", "\n", e.summary.my_actions)
         for sentence in re.split(r"\n|(?<=[.!?]) (?=[A-Z])", narrated):
@@ -98,7 +99,7 @@ def test_offline_digest_remembers_each_present_scene_from_its_own_text(demo_book
     assert any("Mara laughed aloud" in e.summary.my_emotions for e in built.episodes)
     # the setting is part of the understanding and the searchable text holds all three fields
     first = by_scene[got[0]]
-    assert first.location and first.location in first.summary.scene_understanding
+    assert first.presence.location and first.presence.location in first.summary.scene_understanding
     assert first.summary.my_actions in first.text and first.summary.scene_understanding in first.text
 
 
@@ -134,10 +135,10 @@ def test_model_builds_scene_by_scene_from_that_scene_and_own_earlier_summaries_o
         assert episode.summary.my_actions == f"I acted {mark}." and episode.summary.my_emotions == f"I felt {mark}."
         assert call.inputs["character"].startswith("Mara Quell")
         # the passage is her presence in this scene, nothing else
-        assert normalise_space(call.inputs["passage"]) == normalise_space(text[episode.source_start:episode.source_end])
+        assert normalise_space(call.inputs["passage"]) == normalise_space(text[episode.presence.source_start:episode.presence.source_end])
         # nothing in the whole prompt comes from after the end of this scene
         prompt = "\n".join(message for _, message in call.messages)
-        later_only = shingles(text[episode.scene_end:]) - shingles(text[:episode.scene_end])
+        later_only = shingles(text[episode.presence.scene_end:]) - shingles(text[:episode.presence.scene_end])
         assert not shingles(prompt) & later_only, f"scene {episode.scene_id} saw later text"
         # the earlier summaries are her own two most recent ones, oldest first
         earlier = call.inputs["earlier_summaries"]
@@ -158,7 +159,7 @@ def test_a_long_presence_is_summarised_in_parts_that_see_the_running_summary(dem
     model = _marking_model()
     built = build_episodes(demo_book, scenes, rosters, utterances, MARA, model.handle())
     first = built.episodes[0]
-    passage = compact(demo_book.text[first.source_start:first.source_end])
+    passage = compact(demo_book.text[first.presence.source_start:first.presence.source_end])
     parts = len(episodic.split_parts(passage, 300))
     assert parts >= 2
     calls = model.calls[:parts]
@@ -254,3 +255,19 @@ def test_episodes_asset_stores_searchable_memories_per_character(demo_book):
     [event] = result.get_asset_materialization_events()
     assert event.event_specific_data.materialization.metadata["in_book"].value is False
     assert store.read("episodes", PartitionRef(demo_book.slug, "sherlock-holmes")).height == 0
+
+
+def test_a_long_passage_is_focused_on_the_characters_paragraphs_within_the_budget(demo_book):
+    from reveriemem.episodic import focus_passage
+    from reveriemem.text import split_paragraphs
+
+    mara = demo_book.character("Mara Quell")
+    start, end = demo_book.body_start, demo_book.text.index("CHAPTER II.")  # chapter I: Mara and Tobin throughout
+    passage = focus_passage(demo_book, mara, start, end, budget=400)
+    kept = [p for p in passage.split("\n\n") if p != "[...]"]
+    assert sum(len(p.split()) for p in kept) <= 400 and "[...]" in passage
+    source = [normalise_space(p.text) for p in split_paragraphs(demo_book.text, start, end)]
+    assert all(p in source for p in kept)  # verbatim paragraphs of the passage, nothing from outside
+    assert [source.index(p) for p in kept] == sorted(source.index(p) for p in kept)  # in story order
+    assert any("Mara" in p for p in kept[1:-1])  # her paragraphs before the rest
+    assert focus_passage(demo_book, mara, start, end, budget=100_000).count("[...]") == 0
