@@ -167,6 +167,8 @@ class RecalledFact:
     fact_id: str
     text: str
     visibility: list[str]
+    routes: list[str]  # aligned with `visibility`: how each of those characters knows it
+    evidence: str  # the source passage that states it (book.text[source_start:source_end])
     route: str | None  # how this character knows it (direct, observation, organisation, common)
     source_start: int | None
     source_end: int | None
@@ -607,6 +609,7 @@ class ReverieAgent:
         state = personality.state
         facts = [RecalledFact(
             fact_id=str(r["fact_id"]), text=str(r.get("text") or ""), visibility=list(r.get("visibility") or []),
+            routes=list(r.get("routes") or []), evidence=str(r.get("evidence") or ""),
             route=r.get("route") or _route_of(r, self.character.slug), source_start=r.get("source_start"),
             source_end=r.get("source_end"), known_from=r.get("known_from"), scene_id=r.get("scene_id"),
             score=_score(r), similarity=_similarity(r), probe=r.get("probe"), round=int(r.get("round", 1)),

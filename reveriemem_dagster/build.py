@@ -343,3 +343,18 @@ def _stored(name: str, partition: str, values: dict[str, Any]) -> bool:
     if not path.exists():
         return False
     return rows is None or pq.read_metadata(path).num_rows == rows
+
+
+def built_with(slug: str, asset: str = "facts") -> dict[str, str]:
+    """The model and embedder tags of the build that made a book's latest `asset` (empty if unknown)."""
+    instance = get_instance()
+    record = _latest_materialization(instance, dg.AssetKey(asset), slug)
+    if record is None or not record.run_id:
+        return {}
+    run = instance.get_run_by_id(record.run_id)
+    tags = dict(run.tags) if run is not None else {}
+    out = {key: tags[key] for key in (MODEL_TAG, EMBEDDER_TAG) if key in tags}
+    embedder = _values(record).get("embedder")
+    if EMBEDDER_TAG not in out and isinstance(embedder, str):
+        out[EMBEDDER_TAG] = embedder
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -169,6 +169,63 @@ def estimate(book: str, lm: str) -> None:
     load_book(book)
     model = resolve_spec(lm or None).name
     click.echo(format_estimate(dry_run(book), model))
+
+
+def _as_of_options(command: Any) -> Any:
+    command = click.option("--as-of", "as_of", type=int, default=None,
+                           help="Bound the character to what they had lived by the end of this scene.")(command)
+    return click.option("--as-of-chapter", type=int, default=None,
+                        help="Bound the character to what they had lived by the end of this chapter.")(command)
+
+
+@main.command("ask")
+@click.argument("book")
+@click.argument("character")
+@click.argument("question")
+@click.option("--json", "as_json", is_flag=True, help="Print the reply with its whole trace as JSON.")
+@click.option("--lm", default="", help="Model for the agent (overrides $REVERIEMEM_LM).")
+@click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
+@click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds.")
+@_as_of_options
+def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedder: str, rounds: int,
+        as_of: int | None, as_of_chapter: int | None) -> None:
+    """Ask CHARACTER (any alias) of BOOK a question; the reply rests only on what they could know."""
+    from reveriemem_dagster.conversation import open_session, render_turn, turn_json
+
+    session = open_session(book, character, lm=lm, embedder=embedder, as_of_scene=as_of,
+                           as_of_chapter=as_of_chapter, rounds=rounds)
+    turn = session.agent.respond(question, as_of=session.as_of)
+    if as_json:
+        click.echo(json.dumps(turn_json(session, turn), ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(render_turn(session, turn))
+
+
+@main.command("chat")
+@click.argument("book")
+@click.argument("character")
+@click.option("--lm", default="", help="Model for the agent (overrides $REVERIEMEM_LM).")
+@click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
+@click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds.")
+@_as_of_options
+def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: int | None,
+         as_of_chapter: int | None) -> None:
+    """Talk with CHARACTER of BOOK; history and emotional state carry over turns (/trace, /quit)."""
+    from reveriemem_dagster.conversation import chat_loop, open_session
+
+    session = open_session(book, character, lm=lm, embedder=embedder, as_of_scene=as_of,
+                           as_of_chapter=as_of_chapter, rounds=rounds)
+    chat_loop(session, _read_line, click.echo)
+
+
+def _read_line(prompt: str) -> str:
+    """A line from standard input after a prompt on standard output (EOFError at the end of input)."""
+    click.echo(prompt, nl=False)
+    sys.stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
 
 
 @main.command("demo")

@@ -1,0 +1,139 @@
+"""`reveriemem ask` and `reveriemem chat`: a character agent over a built memory, in the terminal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from reveriemem.agent import ReverieAgent, Turn
+from reveriemem.characters import Character
+from reveriemem.embeddings import open_embedder
+from reveriemem.errors import StorageError
+from reveriemem.models import ModelHandle, open_model
+from reveriemem.registry import Book, load_book
+from reveriemem.retrieval import MemoryReader, cut_offset
+from reveriemem_dagster.build import EMBEDDER_TAG, built_with
+
+CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D) ends."
+
+
+@dataclass
+class Session:
+    book: Book
+    character: Character
+    agent: ReverieAgent
+    handle: ModelHandle
+    as_of: int | None
+
+
+def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder: str = "",
+                 as_of_scene: int | None = None, as_of_chapter: int | None = None, rounds: int = 3) -> Session:
+    """Load a book's built memory for one character (named by any alias) and a model to speak with."""
+    book = load_book(book_slug)
+    character = book.character(character_name)
+    built = built_with(book.slug)
+    if not built:
+        raise StorageError(f"The memory of {book.slug} is not built yet; run `reveriemem build {book.slug}`.")
+    embedding = open_embedder(embedder or built.get(EMBEDDER_TAG) or None)
+    reader = MemoryReader(book.slug, character.slug, embedding)
+    as_of = None
+    if as_of_scene is not None or as_of_chapter is not None:
+        as_of = cut_offset(book.slug, scene=as_of_scene, chapter=as_of_chapter)
+    handle = open_model(lm or None)
+    agent = ReverieAgent(reader, handle, character, max_rounds=rounds)
+    return Session(book, character, agent, handle, as_of)
+
+
+def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
+    """The reply, the scenes and facts it rests on, and the whole trace."""
+    trace = turn.trace
+    return {
+        "book": session.book.slug, "character": session.character.name, "question": turn.question,
+        "reply": turn.reply, "model": trace.model, "method": trace.method, "as_of": trace.as_of,
+        "scenes": [{"scene_id": s.scene_id, "location": s.location, "time": s.time, "score": s.score,
+                    "source_start": s.source_start, "source_end": s.source_end, "note": s.note}
+                   for s in trace.anchored],
+        "facts": [{"id": f.fact_id, "text": f.text, "evidence": f.evidence, "visibility": f.visibility,
+                   "routes": f.routes, "route": f.route, "scene_id": f.scene_id, "source_start": f.source_start,
+                   "source_end": f.source_end, "used": f.fact_id in trace.used_facts} for f in trace.facts],
+        "trace": turn.to_dict()["trace"],
+    }
+
+
+def render_turn(session: Session, turn: Turn) -> str:
+    """The reply, then what it rests on: anchored scenes and the facts used (or retrieved)."""
+    trace = turn.trace
+    lines = [f"{session.character.name}: {turn.reply}", ""]
+    if trace.anchored:
+        lines.append("Scenes recalled: " + "; ".join(
+            f"scene {s.scene_id}" + (f" ({s.location})" if s.location else "") for s in trace.anchored))
+    used = [f for f in trace.facts if f.fact_id in trace.used_facts] or trace.facts[:3]
+    label = "Facts used" if any(f.fact_id in trace.used_facts for f in trace.facts) else "Facts retrieved"
+    if used:
+        lines.append(f"{label}:")
+        for fact in used:
+            where = f"chars {fact.source_start}-{fact.source_end}" if fact.source_start is not None else ""
+            lines.append(f"  [{fact.fact_id}] {fact.text}  ({fact.route}; scene {fact.scene_id}; {where})")
+            if fact.evidence and fact.evidence != fact.text:
+                lines.append(f"      \u201c{' '.join(fact.evidence.split())[:240]}\u201d")
+    else:
+        lines.append("No fact of this character's memory was retrieved.")
+    totals = trace.totals()
+    lines.append(f"({trace.model}; {totals['calls']} model calls, {totals['total_tokens']} tokens, "
+                 f"exit round {trace.exit_round}, {totals['seconds']:.1f}s)")
+    return "\n".join(lines)
+
+
+def render_trace(turn: Turn) -> str:
+    trace = turn.trace
+    lines = [f"method {trace.method}; model {trace.model}; as of {trace.as_of if trace.as_of is not None else 'end'}"]
+    for scene in trace.anchored:
+        lines.append(f"anchor: scene {scene.scene_id} score {scene.score}")
+    for round_ in trace.rounds:
+        lines.append(f"round {round_.round}: probe {round_.probe!r} sufficient={round_.sufficient} "
+                     f"new facts {', '.join(round_.new_facts) or '-'}" + (f" ({round_.note})" if round_.note else ""))
+    for fact in trace.facts:
+        lines.append(f"fact {fact.fact_id} [{fact.route}] visible to {', '.join(fact.visibility)}: {fact.text}")
+    lines.append(f"exit round {trace.exit_round} ({trace.stop_reason}); emotion {trace.emotion}; "
+                 f"pattern {trace.pattern.get('description') if trace.pattern else None} ({trace.pattern_source})")
+    for step in trace.steps:
+        lines.append(f"step {step.step}: {step.calls} calls, {step.prompt_tokens}+{step.completion_tokens} tokens, "
+                     f"{step.seconds:.2f}s" + (f", degraded: {step.degraded}" if step.degraded else ""))
+    if trace.degraded:
+        lines.append("degraded: " + "; ".join(trace.degraded))
+    return "\n".join(lines)
+
+
+def chat_loop(session: Session, read: Callable[[str], str], write: Callable[[str], None]) -> int:
+    """An interactive conversation keeping history and emotional state; returns the number of turns."""
+    write(f"Talking with {session.character.name} of {session.book.title} ({session.handle.name}). {CHAT_HELP}")
+    history: list[tuple[str, str]] = []
+    last: Turn | None = None
+    turns = 0
+    while True:
+        try:
+            line = read("You: ").strip()
+        except (EOFError, KeyboardInterrupt):
+            write("")
+            return turns
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return turns
+        if line in ("/trace", "/json"):
+            if last is None:
+                write("No turn yet.")
+            elif line == "/trace":
+                write(render_trace(last))
+            else:
+                write(json.dumps(turn_json(session, last), ensure_ascii=False, indent=2, default=str))
+            continue
+        if line.startswith("/"):
+            write(CHAT_HELP)
+            continue
+        last = session.agent.respond(line, history=list(history), as_of=session.as_of)
+        history += [("You", line), (session.character.name, last.reply)]
+        turns += 1
+        write(f"{session.character.name}: {last.reply}")
