@@ -1,17 +1,25 @@
 """The character agent's prompts as DSPy programs (paper: "Inference Pipeline").
 
-Five signatures drive one reply of `reveriemem.agent.ReverieAgent`:
+The paper's pipeline drives one reply of `reveriemem.agent.ReverieAgent` with
+three prompts:
 
 - `SelfProbe`: the scene-guided detail reconstruction. Each round reads the
   question against the character's own scene notes and names one concrete
   thing to look up next; from the second round on the same call also says
   whether what has been found is already enough to answer.
-- `EmoGate`, `EmoTransition`, `SelectPattern`: the personality track. The
-  gate says whether a turn stirs the character at all; only then is a new
-  emotional state proposed from the character's emotion-transition record,
-  and a behavioural pattern chosen among a few retrieved candidates.
+- `SelectPattern` (the paper's Pattern): a behavioural pattern chosen among a
+  few retrieved candidates, asked only when the emotional gate fired or no
+  pattern is held yet, and never for a single candidate.
 - `MemoryFusion`: the reply, in the first person, grounded only on the scene
   notes and the facts the retrieval admitted.
+
+Emo-Gate and Emo-Transition are operations of the personality track, not
+prompts: the agent decides them deterministically (`reveriemem.agent.emotion_gate`
+and `emotion_transition`, from the lexicon annotator and the character's
+emotion-transition record). `EmoGate` and `EmoTransition` below are the
+optional model-based variants, used only with `ReverieAgent(...,
+emotion_model=True)`: the gate says whether a turn stirs the character at
+all, and only then is a new emotional state proposed from the record.
 
 The prompts live here only, as signature docstrings and field descriptions,
 in our own words. Programs are pure: plain inputs in, `dspy.Prediction` out;

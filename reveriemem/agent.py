@@ -10,10 +10,10 @@ Two tracks run for every turn, at the same time:
   Self-Probe call also says whether the pool is already **Sufficient**; the
   loop stops then, after `max_rounds`, or when no new probe is left (a probe
   never repeats an earlier one);
-- the personality track, in a worker thread: **Emo-Gate** asks whether the
+- the personality track, in a worker thread: **Emo-Gate** decides whether the
   turn stirs the character; only then does **Emo-Transition** propose a new
   emotional state from the character's emotion-transition record and
-  **Pattern** chooses among the behavioural patterns retrieved for that state
+  **Pattern** choose among the behavioural patterns retrieved for that state
   and the conversation. A turn that does not fire the gate keeps the
   previous state and pattern (emotional inertia).
 
@@ -21,6 +21,23 @@ Two tracks run for every turn, at the same time:
 the pattern. Facts reach it only through `reader.vis_retrieve`, whose
 visibility (and `as_of`) filter runs inside LanceDB; every row is checked
 again here, and a row that should not have come back is dropped and counted.
+
+As in the paper, only three steps are model prompts: Self-Probe, Pattern and
+Memory-Fusion. By default Emo-Gate and Emo-Transition are deterministic
+(`emotion_gate`, `emotion_transition`): the gate fires when the lexicon
+annotator of `reveriemem.emotions` reads a non-neutral emotion of intensity
+>= 2 in the turn, or when the turn names something in the triggers of the
+character's recent emotional transitions; the transition takes the state the
+record most often moves to from the current one under triggers like the
+turn's, else the turn's own emotion, and its reason names the record steps
+used. `emotion_model=True` asks the model instead (the `EmoGate` and
+`EmoTransition` signatures). Pattern asks the model only when the gate fired
+or there is no pattern yet, and not when a single candidate is retrieved. A
+turn therefore makes one Self-Probe call per round plus Memory-Fusion, and
+one more (Pattern) when the gate fires or on a first turn: 3 calls for an
+exit at round 2 with a quiet gate, 4 when it fires. Each step of the trace
+says how it was decided (`StepUsage.method`: `model:<name>`,
+`heuristic:<step>-v<N>` or `retrieval`).
 
 Round n is the n-th Self-Probe call followed by the retrieval of its probe.
 Round 1 has no pool to judge, so its `sufficient` is ignored; a Sufficient
@@ -31,17 +48,18 @@ punctuation-insensitively) is replaced by the round's refined question, and
 if that repeats too the loop stops.
 
 Every step degrades rather than fails when the model's output never parses
-(after `run_program`'s retries): Self-Probe falls back to the question,
-Emo-Gate counts as not firing, Emo-Transition keeps the previous emotion,
-Pattern takes the candidate closest by embedding; the trace lists each
-fallback in `degraded`. Memory-Fusion is the exception: it raises
+(after `run_program`'s retries): Self-Probe falls back to the question, a
+model Emo-Gate counts as not firing, a model Emo-Transition keeps the
+previous emotion, Pattern takes the candidate closest by embedding; the trace
+lists each fallback in `degraded`. Memory-Fusion is the exception: it raises
 `ModelOutputError`. The trace also carries each step's calls, tokens and
 latency, taken from the handle's usage recorder.
 
 Without a model (`handle.lm is None`) the agent answers extractively: the
 best retrieved fact's evidence framed in the first person, or an in-character
 refusal when no fact is at least `min_score` similar to the question (cosine)
-and shares a content word with it.
+and shares a content word with it. The deterministic personality track runs
+all the same (Pattern then takes the closest candidate by embedding).
 """
 
 from __future__ import annotations
@@ -50,10 +68,12 @@ import logging
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Protocol
 
 from dspy_programs.inference import (
@@ -65,6 +85,7 @@ from dspy_programs.inference import (
 )
 from dspy_programs.personality import EMOTIONS
 from reveriemem.characters import Character
+from reveriemem.emotions import read_utterance
 from reveriemem.errors import ModelOutputError, StorageError
 from reveriemem.models import ModelCall, ModelHandle, run_program
 from reveriemem.models.usage import add_listener
@@ -76,7 +97,12 @@ EXTRACTIVE_METHOD = f"heuristic:extractive-{AGENT_VERSION}"
 ANCHOR_K = 3  # scenes recalled as the frame
 PATTERN_K = 3  # candidate patterns offered to the Pattern step
 HISTORY_LINES = 8  # conversation lines shown to the model
-TRANSITION_LINES = 8  # emotion-transition records shown to Emo-Transition
+TRANSITION_LINES = 8  # emotion-transition records shown to Emo-Transition; recent triggers the gate looks for
+GATE_INTENSITY = 2  # the least lexicon intensity of a non-neutral emotion that fires the gate
+GATE_METHOD = "heuristic:emo-gate-v1"
+TRANSITION_METHOD = "heuristic:emo-transition-v1"
+PATTERN_METHOD = "heuristic:pattern-v1"  # no model call: a single candidate, none, or the closest by embedding
+RETRIEVAL = "retrieval"  # Anchor, Vis-Retrieve and the emotion record: reads, never a model call
 SCENE_WORDS = 150  # a scene note in a prompt
 EVIDENCE_WORDS = 40  # a fact's quotation in a prompt
 MIN_SCORE = 0.3  # extractive path: the least cosine similarity of a fact worth quoting
@@ -130,6 +156,7 @@ class StepUsage:
 
     step: str  # anchor, self_probe:<n>, vis_retrieve:<n>, emotion_record, emo_gate, emo_transition, pattern, memory_fusion
     track: str  # reasoning | personality | fusion
+    method: str = RETRIEVAL  # model:<name> (asked the model), heuristic:<step>-v<N> or retrieval (decided without it)
     started_s: float = 0.0  # since the turn began: the two tracks overlap
     seconds: float = 0.0  # wall clock of the step, retrieval included
     calls: int = 0
@@ -149,6 +176,10 @@ class StepUsage:
         self.prompt_tokens += call.prompt_tokens
         self.completion_tokens += call.completion_tokens
         self.model_latency_s += call.latency_s
+
+    @property
+    def deterministic(self) -> bool:
+        return not self.method.startswith("model:")
 
 
 @dataclass
@@ -204,8 +235,9 @@ class Trace:
     used_facts: list[str]
     exit_round: int
     stop_reason: str  # sufficient | max_rounds | no_new_probe | extractive | refusal
-    gate: bool | None  # None: not asked (no model) or its output never parsed
-    emotion: dict[str, Any]
+    gate: bool | None  # None: the model gate's output never parsed (emotion_model=True)
+    gate_reason: str  # why the gate fired or stayed quiet
+    emotion: dict[str, Any]  # emotion, intensity, reason, changed, source, method, record_steps
     pattern: dict[str, Any] | None
     pattern_source: str  # selected | only-candidate | inertia | embedding | embedding-fallback | none
     pattern_candidates: list[int]
@@ -222,6 +254,11 @@ class Trace:
     def tokens(self) -> int:
         return sum(s.prompt_tokens + s.completion_tokens for s in self.steps)
 
+    @property
+    def deterministic_steps(self) -> list[str]:
+        """The steps decided without a model call by design (retrieval and heuristic steps)."""
+        return [s.step for s in self.steps if s.deterministic]
+
     def totals(self) -> dict[str, int | float]:
         return {
             "calls": self.calls,
@@ -234,7 +271,7 @@ class Trace:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "totals": self.totals()}
+        return {**asdict(self), "deterministic_steps": self.deterministic_steps, "totals": self.totals()}
 
 
 @dataclass
@@ -281,8 +318,8 @@ class _TurnLog:
         self._lock = threading.Lock()
 
     @contextmanager
-    def step(self, name: str, track: str) -> Iterator[StepUsage]:
-        usage = StepUsage(step=name, track=track, started_s=round(time.perf_counter() - self.t0, 4))
+    def step(self, name: str, track: str, method: str = RETRIEVAL) -> Iterator[StepUsage]:
+        usage = StepUsage(step=name, track=track, method=method, started_s=round(time.perf_counter() - self.t0, 4))
         previous = getattr(_active, "step", None)
         _active.step = usage
         started = time.perf_counter()
@@ -313,10 +350,103 @@ class _Reasoning:
 class _Personality:
     state: AgentState
     gate: bool | None
+    gate_reason: str
     changed: bool
     emotion_source: str
+    emotion_method: str  # what decided the emotion: heuristic:emo-transition-v1, model:<name> or "" (unchanged)
+    record_steps: list[int]  # the emotion-record steps a deterministic transition drew on
     pattern_source: str
     candidates: list[int]
+
+
+# -- the deterministic Emo-Gate and Emo-Transition -------------------------------
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """Emo-Gate without a model: the lexicon's reading of the turn and the recent triggers it names."""
+
+    fires: bool
+    emotion: str  # the lexicon annotator's emotion of the turn (reveriemem.emotions.read_utterance)
+    intensity: int
+    named: dict[int, tuple[str, ...]]  # record step -> the words of the turn its trigger holds
+    reason: str
+
+    @property
+    def stirred(self) -> bool:
+        return self.emotion != "neutral" and self.intensity >= GATE_INTENSITY
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Emo-Transition without a model: the next state and the record steps it rests on."""
+
+    emotion: str
+    intensity: int
+    reason: str
+    steps: tuple[int, ...]
+    rule: str  # record | turn | named | kept
+
+
+def emotion_gate(turn: str, record: Sequence[Mapping[str, Any]], own_words: Iterable[str] = ()) -> GateVerdict:
+    """Does `turn` stir the character? Yes when the lexicon annotator reads a non-neutral emotion of
+    intensity >= GATE_INTENSITY in it, or when it names something (a word of four letters or more, the
+    character's own names aside) in a recent trigger: one of the last TRANSITION_LINES rows of the
+    character's emotion-transition `record` that left the character in a non-neutral emotion."""
+    reading = read_utterance(turn)
+    words = _mention_keys(turn) - {w for name in own_words for w in _mention_keys(name)}
+    named: dict[int, tuple[str, ...]] = {}
+    for step, row in _recent_triggers(record):
+        shared = words & _mention_keys(str(row.get("trigger") or ""))
+        if shared:
+            named[step] = tuple(sorted(shared))
+    stirred = reading.emotion != "neutral" and reading.intensity >= GATE_INTENSITY
+    reasons = []
+    if stirred:
+        reasons.append(f"the lexicon reads {reading.emotion} {reading.intensity} of 5 in the turn")
+    if named:
+        mentioned = sorted({w for ws in named.values() for w in ws})
+        reasons.append(f"the turn names {', '.join(mentioned)} from the triggers of record "
+                       f"{_steps_text(sorted(named))}")
+    if not reasons:
+        reasons.append(f"quiet: the lexicon reads {reading.emotion} {reading.intensity} of 5 and the turn names "
+                       "nothing of the recent triggers")
+    return GateVerdict(stirred or bool(named), reading.emotion, reading.intensity, named, "; ".join(reasons))
+
+
+def emotion_transition(state: AgentState, gate: GateVerdict, record: Sequence[Mapping[str, Any]]) -> Proposal:
+    """The next emotional state after a turn that fired the gate, read off the character's record.
+
+    Among the record's rows from the current emotion whose trigger is like the turn (the lexicon reads
+    the turn's emotion in it, or the turn names it), the emotion they most often move to (ties: the
+    latest), at their mean intensity; with no such row, the turn's own emotion when the lexicon found
+    one; else the state the latest trigger the turn names left the character in; else no change.
+    """
+    cause = (f"{gate.emotion} in what was said" if gate.stirred
+             else f"the mention of {', '.join(sorted({w for ws in gate.named.values() for w in ws}))}")
+    rows = [(step, row) for step, row in _numbered_record(record) if str(row.get("to_emotion")) in EMOTIONS]
+    like = [(step, row) for step, row in rows
+            if step in gate.named or (gate.stirred and _trigger_emotion(str(row.get("trigger") or "")) == gate.emotion)]
+    current = [(step, row) for step, row in like if row.get("from_emotion") == state.emotion]
+    if current:
+        counts = Counter(str(row["to_emotion"]) for _, row in current)
+        latest = {str(row["to_emotion"]): i for i, (_, row) in enumerate(current)}
+        best = max(counts, key=lambda e: (counts[e], latest[e]))
+        used = [(step, row) for step, row in current if row["to_emotion"] == best]
+        intensity = _intensity(round(sum(_intensity(row.get("to_intensity")) for _, row in used) / len(used)))
+        steps = tuple(step for step, _ in used)
+        return Proposal(best, intensity, f"{cause}; as at record {_steps_text(steps)}: {state.emotion} -> {best}",
+                        steps, "record")
+    if gate.stirred:
+        return Proposal(gate.emotion, gate.intensity,
+                        f"{cause}; no record step moves from {state.emotion} under a like trigger", (), "turn")
+    named = [(step, row) for step, row in like if step in gate.named]
+    if named:
+        step, row = named[-1]
+        before = row.get("from_emotion") or "(start)"
+        return Proposal(str(row["to_emotion"]), _intensity(row.get("to_intensity")),
+                        f"{cause}; as at record step {step}: {before} -> {row['to_emotion']}", (step,), "named")
+    return Proposal(state.emotion, state.intensity, state.reason, (), "kept")
 
 
 # -- the agent -----------------------------------------------------------------
@@ -328,12 +458,15 @@ class ReverieAgent:
     `reader` is a `reveriemem.retrieval.MemoryReader` for the same book and
     character. `respond` with `state=None` continues from the agent's own
     previous turn (or, on the first turn, from the character's latest
-    recorded emotion up to `as_of`).
+    recorded emotion up to `as_of`). `emotion_model=True` asks the model for
+    Emo-Gate and Emo-Transition (two more calls when the gate fires) instead
+    of deciding them from the lexicon and the emotion record; without a model
+    they are deterministic either way.
     """
 
     def __init__(self, reader: Reader, handle: ModelHandle, character: Character, max_rounds: int = 3,
                  k: int = 8, *, anchor_k: int = ANCHOR_K, pattern_k: int = PATTERN_K,
-                 min_score: float = MIN_SCORE, backoff: float = 0.5) -> None:
+                 min_score: float = MIN_SCORE, backoff: float = 0.5, emotion_model: bool = False) -> None:
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1.")
         if k < 1:
@@ -347,6 +480,7 @@ class ReverieAgent:
         self.pattern_k = pattern_k
         self.min_score = min_score
         self.backoff = backoff
+        self.emotion_model = emotion_model
         self.state: AgentState | None = None
         self._reader_lock = threading.Lock()  # the two tracks share the reader
         _ensure_listener()
@@ -354,6 +488,10 @@ class ReverieAgent:
     @property
     def method(self) -> str:
         return EXTRACTIVE_METHOD if self.handle.lm is None else f"model:{self.handle.name}"
+
+    @property
+    def _model_method(self) -> str:
+        return f"model:{self.handle.name}"
 
     @property
     def _who(self) -> str:
@@ -430,7 +568,7 @@ class ReverieAgent:
         rounds: list[ProbeRound] = []
         refined, dropped, stop, n = question, 0, "max_rounds", 0
         for n in range(1, self.max_rounds + 1):
-            with run.step(f"self_probe:{n}", "reasoning") as step:
+            with run.step(f"self_probe:{n}", "reasoning", self._model_method) as step:
                 try:
                     pred = run_program(self.handle, self_probe_program(), backoff=self.backoff,
                                        character=self._who, question=question, scene_memory=scene_memory,
@@ -487,27 +625,56 @@ class ReverieAgent:
 
     def _personality_track(self, run: _TurnLog, question: str, lines: list[str], state: AgentState | None,
                            as_of: int | None) -> _Personality:
+        if self.emotion_model and self.handle.lm is not None:
+            return self._model_personality(run, question, lines, state, as_of)
+        with run.step("emotion_record", "personality") as step:
+            record = self._personality_rows(step, self.reader.emotion_record, as_of=as_of)
         emotion_source = "inertia"
+        if state is None:
+            state = _state_from_record(record)
+            emotion_source = "record" if record else "default"
+        with run.step("emo_gate", "personality", GATE_METHOD):
+            gate = emotion_gate(question, record, [self.character.name, *self.character.aliases])
+        new, method, steps = state, "", []
+        if gate.fires:
+            with run.step("emo_transition", "personality", TRANSITION_METHOD):
+                proposal = emotion_transition(state, gate, record)
+            new = AgentState(proposal.emotion, proposal.intensity, proposal.reason, state.pattern)
+            emotion_source, method, steps = "transition", TRANSITION_METHOD, list(proposal.steps)
+        pattern: PatternChoice | None
+        candidates: list[int]
+        if not gate.fires and state.pattern is not None:
+            pattern, source, candidates = state.pattern, "inertia", []
+        elif self.handle.lm is None:
+            pattern, source, candidates = self._closest_pattern(run, new, question, lines)
+        else:
+            pattern, source, candidates = self._select_pattern(run, new, question, lines)
+        changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
+        return _Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate.fires, gate.reason,
+                            changed, emotion_source, method, steps, source, candidates)
+
+    def _model_personality(self, run: _TurnLog, question: str, lines: list[str], state: AgentState | None,
+                           as_of: int | None) -> _Personality:
+        """The personality track with Emo-Gate and Emo-Transition asked of the model (emotion_model=True)."""
+        emotion_source, method = "inertia", ""
         if state is None:
             with run.step("emotion_record", "personality") as step:
                 record = self._personality_rows(step, self.reader.emotion_record, as_of=as_of)
             state = _state_from_record(record)
             emotion_source = "record" if record else "default"
-        if self.handle.lm is None:
-            pattern, source, candidates = self._offline_pattern(run, state, question, lines)
-            return _Personality(AgentState(state.emotion, state.intensity, state.reason, pattern), None, False,
-                                emotion_source, source, candidates)
         gate: bool | None = None
-        with run.step("emo_gate", "personality") as step:
+        gate_reason = "the model's output never parsed; treated as not firing"
+        with run.step("emo_gate", "personality", self._model_method) as step:
             try:
                 pred = run_program(self.handle, emo_gate_program(), backoff=self.backoff, character=self._who,
                                    emotion_state=state.describe(), history=lines, turn=question)
                 gate = bool(pred.fires)
+                gate_reason = f"the model says the turn {'stirs' if gate else 'does not stir'} the character"
             except ModelOutputError as exc:
                 step.degraded = f"output never parsed; treated as not firing, the state is kept ({exc})"
         new = state
         if gate:
-            with run.step("emo_transition", "personality") as step:
+            with run.step("emo_transition", "personality", self._model_method) as step:
                 record = self._personality_rows(step, self.reader.emotion_record, as_of=as_of)
                 transitions = [_transition_line(r) for r in record[-TRANSITION_LINES:]]
                 try:
@@ -516,17 +683,19 @@ class ReverieAgent:
                                        transitions=transitions, turn=question)
                     emotion = str(pred.emotion) if str(pred.emotion) in EMOTIONS else state.emotion
                     new = AgentState(emotion, _intensity(pred.intensity), _clean(pred.reason), state.pattern)
-                    emotion_source = "transition"
+                    emotion_source, method = "transition", self._model_method
                 except ModelOutputError as exc:
                     step.degraded = f"output never parsed; the previous emotion is kept ({exc})"
                     emotion_source = "kept"
+        pattern: PatternChoice | None
+        candidates: list[int]
         if not gate and state.pattern is not None:
             pattern, source, candidates = state.pattern, "inertia", []
         else:
             pattern, source, candidates = self._select_pattern(run, new, question, lines)
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
-        return _Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate, changed,
-                            emotion_source, source, candidates)
+        return _Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate, gate_reason, changed,
+                            emotion_source, method, [], source, candidates)
 
     def _personality_rows(self, step: StepUsage, read: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """A personality-layer read; a layer that was not built degrades the step instead of failing the turn."""
@@ -544,24 +713,24 @@ class ReverieAgent:
                               tuple(str(x) for x in (r.get("excerpts") or ())), r.get("dominant_emotion"),
                               _score(r)) for r in rows]
 
-    def _offline_pattern(self, run: _TurnLog, state: AgentState, question: str,
+    def _closest_pattern(self, run: _TurnLog, state: AgentState, question: str,
                          lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
-        if state.pattern is not None:
-            return state.pattern, "inertia", []
-        with run.step("pattern", "personality") as step:
+        """Without a model: the candidate closest by embedding."""
+        with run.step("pattern", "personality", PATTERN_METHOD) as step:
             candidates = self._candidates(step, state, question, lines)
         ids = [c.pattern_id for c in candidates]
         return (candidates[0], "embedding", ids) if candidates else (None, "none", ids)
 
     def _select_pattern(self, run: _TurnLog, state: AgentState, question: str,
                         lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
-        with run.step("pattern", "personality") as step:
+        with run.step("pattern", "personality", PATTERN_METHOD) as step:
             candidates = self._candidates(step, state, question, lines)
             ids = [c.pattern_id for c in candidates]
             if not candidates:
                 return None, "none", ids
             if len(candidates) == 1:
                 return candidates[0], "only-candidate", ids
+            step.method = self._model_method
             numbered = [f"[{i}] {c.description}" for i, c in enumerate(candidates, 1)]
             context = "\n".join([*lines[-4:], f"Now: {question}"])
             try:
@@ -587,7 +756,7 @@ class ReverieAgent:
             "pattern": pattern.description if pattern else "", "pattern_excerpts": list(pattern.excerpts) if pattern else [],
             "emotion_state": state.describe(),
         }
-        with run.step("memory_fusion", "fusion") as step:
+        with run.step("memory_fusion", "fusion", self._model_method) as step:
             # run_program retries unparseable output and then raises ModelOutputError;
             # an empty reply gets one more try, sampled afresh and past the caches
             pred = run_program(self.handle, memory_fusion_program(), backoff=self.backoff, **inputs)
@@ -618,9 +787,10 @@ class ReverieAgent:
             character=self.character.slug, character_name=self.character.name, method=self.method,
             model=self.handle.name, as_of=as_of, anchored=reasoning.anchored, rounds=reasoning.rounds, facts=facts,
             used_facts=used, exit_round=reasoning.exit_round, stop_reason=reasoning.stop_reason,
-            gate=personality.gate,
+            gate=personality.gate, gate_reason=personality.gate_reason,
             emotion={"emotion": state.emotion, "intensity": state.intensity, "reason": state.reason,
-                     "changed": personality.changed, "source": personality.emotion_source},
+                     "changed": personality.changed, "source": personality.emotion_source,
+                     "method": personality.emotion_method, "record_steps": personality.record_steps},
             pattern=asdict(state.pattern) if state.pattern else None, pattern_source=personality.pattern_source,
             pattern_candidates=personality.candidates,
             steps=sorted(run.steps, key=lambda s: s.started_s), degraded=list(run.degraded),
@@ -682,6 +852,28 @@ def _state_from_record(record: Sequence[Mapping[str, Any]]) -> AgentState:
                       _clip(str(last.get("trigger") or ""), 12))
 
 
+def _numbered_record(record: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """The record's rows with their step numbers (the `step` column, else the 1-based position)."""
+    return [(int(row.get("step") or i), row) for i, row in enumerate(record, 1)]
+
+
+def _recent_triggers(record: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """The last TRANSITION_LINES rows that left the character in a non-neutral emotion, with a trigger."""
+    stirring = [(step, row) for step, row in _numbered_record(record)
+                if row.get("to_emotion") not in (None, "neutral") and str(row.get("trigger") or "").strip()]
+    return stirring[-TRANSITION_LINES:]
+
+
+@lru_cache(maxsize=4096)
+def _trigger_emotion(trigger: str) -> str:
+    """The lexicon annotator's emotion of a recorded trigger."""
+    return read_utterance(trigger).emotion if trigger.strip() else "neutral"
+
+
+def _steps_text(steps: Sequence[int]) -> str:
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(str(s) for s in steps)
+
+
 def _transition_line(row: Mapping[str, Any]) -> str:
     before = row.get("from_emotion") or "(start)"
     line = f"{before} -> {row.get('to_emotion')} ({row.get('to_intensity')}/5)"
@@ -739,6 +931,28 @@ _FUNCTION_WORDS = frozenset({
 def _content_words(text: str) -> set[str]:
     """Words of four letters or more that carry meaning (an embedder-independent check of the extractive path)."""
     return {w for w in re.findall(r"[a-z0-9']+", text.casefold()) if len(w) >= 4 and w not in _FUNCTION_WORDS}
+
+
+_COMMON_WORDS = frozenset({
+    "said", "says", "like", "come", "came", "went", "here", "well", "good", "back", "still", "again", "away",
+    "even", "ever", "once", "more", "most", "other", "something", "anything", "nothing", "someone", "anyone",
+    "thing", "things", "time", "night", "morning", "evening", "today", "yesterday", "last", "first", "make", "made",
+    "take", "took", "give", "gave", "want", "think", "thought", "look", "looked", "told", "asked", "yours",
+    "left", "kept", "keep", "going", "know", "heard", "seen",
+})
+
+
+def _mention_keys(text: str) -> set[str]:
+    """The words a turn or a trigger names things by: four letters or more, possessives and plurals
+    folded ("guild's" -> guild, "lamps" -> lamp), function and everyday words left out."""
+    keys = set()
+    for word in re.findall(r"[a-z0-9'’]+", text.casefold()):
+        word = word.replace("’", "'").strip("'").removesuffix("'s")
+        if len(word) >= 5 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+            word = word[:-1]
+        if len(word) >= 4 and word not in _FUNCTION_WORDS and word not in _COMMON_WORDS:
+            keys.add(word)
+    return keys
 
 
 def _probe_key(text: str) -> str:

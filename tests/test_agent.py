@@ -14,7 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reveriemem.agent import EXTRACTIVE_METHOD, REFUSAL, AgentState, ReverieAgent
+from reveriemem.agent import (
+    EXTRACTIVE_METHOD,
+    GATE_METHOD,
+    REFUSAL,
+    TRANSITION_METHOD,
+    AgentState,
+    PatternChoice,
+    ReverieAgent,
+    emotion_gate,
+    emotion_transition,
+)
 from reveriemem.characters import Character
 from reveriemem.embeddings import HashEmbedder
 from reveriemem.errors import ModelOutputError, StorageError
@@ -179,8 +189,8 @@ def signatures(model: FakeModel) -> list[str]:
 # -- the steps -----------------------------------------------------------------
 
 
-def test_a_turn_runs_every_step_and_traces_it():
-    agent, model, reader = agent_with(scripted())
+def test_with_the_emotion_model_a_turn_runs_every_step_as_a_prompt_and_traces_it():
+    agent, model, reader = agent_with(scripted(), emotion_model=True)
     turn = agent.respond("Where did you put the ledger?", history=[("Osric", "You look tired.")])
     assert turn.reply == "I locked it in the strongbox myself."
     trace = turn.trace
@@ -199,6 +209,7 @@ def test_a_turn_runs_every_step_and_traces_it():
     assert trace.used_facts == [trace.facts[0].fact_id]
     # the personality track: gate fired, new state, a pattern chosen among retrieved candidates
     assert trace.gate is True and trace.emotion["emotion"] == "anger" and trace.emotion["source"] == "transition"
+    assert trace.emotion["method"] == "model:fake" and "stirs" in trace.gate_reason
     assert trace.pattern is not None and trace.pattern_source == "selected"
     assert trace.pattern["pattern_id"] == trace.pattern_candidates[0]
     assert len(trace.pattern_candidates) == 3
@@ -207,11 +218,141 @@ def test_a_turn_runs_every_step_and_traces_it():
     for name in ("self_probe:1", "self_probe:2", "self_probe:3", "emo_gate", "emo_transition", "pattern",
                  "memory_fusion"):
         assert by_step[name].calls == 1 and by_step[name].prompt_tokens > 0, name
+        assert by_step[name].method == "model:fake" and not by_step[name].deterministic, name
     assert by_step["anchor"].calls == 0 and by_step["vis_retrieve:1"].calls == 0
+    assert trace.deterministic_steps == [s.step for s in trace.steps if s.step.startswith(("anchor", "vis_retrieve",
+                                                                                           "emotion_record"))]
     assert trace.calls == len(model.calls) == agent.handle.usage.summary()["calls"] == 7
     assert trace.tokens == agent.handle.usage.summary()["total_tokens"]
     assert trace.degraded == [] and trace.dropped_rows == 0
     assert turn.to_dict()["trace"]["totals"]["calls"] == 7
+
+
+def test_by_default_only_self_probe_pattern_and_memory_fusion_are_prompts():
+    agent, model, reader = agent_with(scripted())
+    turn = agent.respond("How dare you! You lied about the ledger, you coward!", state=AgentState("trust", 2))
+    trace = turn.trace
+    assert set(signatures(model)) == {"SelfProbe", "SelectPattern", "MemoryFusion"}
+    assert signatures(model).count("SelfProbe") == 3 and trace.calls == len(model.calls) == 5
+    by_step = {s.step: s for s in trace.steps}
+    # the gate and the transition are steps of the trace, decided without a model call
+    assert by_step["emo_gate"].method == GATE_METHOD and by_step["emo_gate"].calls == 0
+    assert by_step["emo_transition"].method == TRANSITION_METHOD and by_step["emo_transition"].calls == 0
+    assert by_step["pattern"].method == "model:fake" and by_step["pattern"].calls == 1
+    assert {"anchor", "emotion_record", "emo_gate", "emo_transition"} <= set(trace.deterministic_steps)
+    assert "pattern" not in trace.deterministic_steps and "memory_fusion" not in trace.deterministic_steps
+    assert turn.to_dict()["trace"]["deterministic_steps"] == trace.deterministic_steps
+    assert trace.gate is True and "anger" in trace.gate_reason
+    assert trace.emotion["source"] == "transition" and trace.emotion["method"] == TRANSITION_METHOD
+    assert turn.state.emotion == "anger" and trace.emotion["changed"] is True
+    assert trace.pattern_source == "selected" and trace.degraded == []
+    assert reader.calls("emotion_record") == [None]  # read once, for the gate and the transition
+
+
+def _exit_at_two(inputs: dict[str, Any]) -> dict[str, Any]:
+    n = len(inputs["earlier_probes"]) + 1
+    return {"refined_question": "where the ledger is", "probe": f"ledger {n}", "sufficient": n >= 2}
+
+
+HELD = PatternChoice(2, "warm, rambling talk about lamps and the harbour", ("Every lamp has its own temper.",))
+
+
+@pytest.mark.parametrize(("question", "state", "expected"), [
+    # quiet gate, a pattern already held: 2 Self-Probe + Memory-Fusion
+    ("Where is the ledger?", AgentState("trust", 2, pattern=HELD), ["SelfProbe", "SelfProbe", "MemoryFusion"]),
+    # the gate fires: Pattern is asked as well
+    ("How dare you! You lied about the ledger, you coward!", AgentState("trust", 2, pattern=HELD),
+     ["SelfProbe", "SelfProbe", "SelectPattern", "MemoryFusion"]),
+    # quiet gate but no pattern yet (a first turn): Pattern is asked
+    ("Where is the ledger?", None, ["SelfProbe", "SelfProbe", "SelectPattern", "MemoryFusion"]),
+])
+def test_calls_per_turn_with_an_exit_at_round_two(question, state, expected):
+    agent, model, _ = agent_with(scripted(SelfProbe=_exit_at_two), max_rounds=3)
+    turn = agent.respond(question, state=state)
+    assert sorted(signatures(model)) == sorted(expected) and turn.trace.calls == len(expected)
+    assert turn.trace.exit_round == 2 and turn.trace.stop_reason == "sufficient"
+    if state is not None and state.pattern is not None and "SelectPattern" not in expected:
+        assert turn.trace.pattern_source == "inertia" and turn.state.pattern == HELD
+        assert "pattern" not in {s.step for s in turn.trace.steps}
+
+
+def test_a_single_candidate_pattern_needs_no_call():
+    reader = lamp_reader()
+    reader.pattern_rows = reader.pattern_rows[:1]
+    agent, model, _ = agent_with(scripted(SelfProbe=_exit_at_two), reader)
+    turn = agent.respond("How dare you! You lied about the ledger, you coward!")
+    assert "SelectPattern" not in signatures(model) and turn.trace.calls == 3
+    assert turn.trace.pattern_source == "only-candidate" and turn.trace.pattern["pattern_id"] == 1
+    assert {s.step: s for s in turn.trace.steps}["pattern"].deterministic
+
+
+# -- the deterministic gate and transition ---------------------------------------
+
+RECORD = [
+    {"step": 1, "from_emotion": None, "to_emotion": "trust", "to_intensity": 2, "trigger": "the guild's thanks"},
+    {"step": 2, "from_emotion": "trust", "to_emotion": "fear", "to_intensity": 4,
+     "trigger": 'Osric: "You damned fool, how dare you!"'},
+    {"step": 3, "from_emotion": "fear", "to_emotion": "neutral", "to_intensity": 1, "trigger": "The rope creaked."},
+    {"step": 4, "from_emotion": "neutral", "to_emotion": "trust", "to_intensity": 2, "trigger": "The tide came in."},
+    {"step": 5, "from_emotion": "trust", "to_emotion": "fear", "to_intensity": 2,
+     "trigger": 'Ansel: "Damn you, I hate this!"'},
+    {"step": 6, "from_emotion": "trust", "to_emotion": "anger", "to_intensity": 3,
+     "trigger": 'Osric: "Outrageous insolence!"'},
+    {"step": 7, "from_emotion": "anger", "to_emotion": "sadness", "to_intensity": 3,
+     "trigger": "Tobin spoke of the strongbox and the harbour furnace"},
+]
+
+
+def test_the_gate_fires_on_an_emotion_the_lexicon_reads():
+    verdict = emotion_gate("How dare you! You lied about the ledger, you coward!", [])
+    assert verdict.fires and verdict.stirred and verdict.emotion == "anger" and verdict.intensity >= 2
+    assert "anger" in verdict.reason and verdict.named == {}
+    assert emotion_gate("How dare you! You lied about the ledger, you coward!", RECORD).named == {2: ("dare",)}
+
+
+def test_the_gate_fires_on_a_recent_trigger_the_turn_names():
+    verdict = emotion_gate("Where is the strongbox now?", RECORD)
+    assert verdict.fires and not verdict.stirred and verdict.named == {7: ("strongbox",)}
+    assert "strongbox" in verdict.reason and "step 7" in verdict.reason
+    # possessives and plurals fold; a trigger that left the character neutral is not a recent trigger
+    assert emotion_gate("What did the guilds say?", RECORD).named == {1: ("guild",)}
+    assert not emotion_gate("Did the rope hold?", RECORD).fires
+    # only the last TRANSITION_LINES stirring rows count
+    old = [{"step": 1, "from_emotion": None, "to_emotion": "joy", "to_intensity": 2, "trigger": "the lantern fair"}]
+    later = [{"step": i, "from_emotion": "joy", "to_emotion": "joy", "to_intensity": 2, "trigger": f"news {i}"}
+             for i in range(2, 11)]
+    assert not emotion_gate("Tell me about the lantern fair.", old + later).fires
+    assert emotion_gate("Tell me about the lantern fair.", old).fires
+
+
+def test_the_gate_is_quiet_on_an_everyday_turn_and_ignores_the_characters_own_name():
+    verdict = emotion_gate("Shall we have tea?", RECORD)
+    assert not verdict.fires and verdict.reason.startswith("quiet")
+    record = [{"step": 1, "from_emotion": None, "to_emotion": "anger", "to_intensity": 3,
+               "trigger": 'Osric: "Mara Quell, you fool!"'}]
+    assert emotion_gate("Mara, shall we go?", record, ["Mara Quell", "Mara"]).fires is False
+    assert emotion_gate("Mara, shall we go?", record).fires is True  # without the names excluded
+
+
+def test_the_transition_follows_the_record_from_the_current_state_under_a_like_trigger():
+    gate = emotion_gate("Damn you! How dare you!", RECORD)
+    assert gate.emotion == "anger"
+    proposal = emotion_transition(AgentState("trust", 2), gate, RECORD)
+    # from trust, anger-like triggers moved the character to fear twice (steps 2, 5), to anger once (6)
+    assert proposal.emotion == "fear" and proposal.steps == (2, 5) and proposal.rule == "record"
+    assert proposal.intensity == 3  # the mean of 4 and 2
+    assert "steps 2, 5" in proposal.reason and "trust -> fear" in proposal.reason
+
+
+def test_the_transition_falls_back_to_the_turns_own_emotion_then_to_a_named_trigger():
+    gate = emotion_gate("Damn you! How dare you!", RECORD)
+    proposal = emotion_transition(AgentState("joy", 3), gate, RECORD)  # nothing in the record moves from joy
+    assert (proposal.emotion, proposal.intensity, proposal.rule) == ("anger", gate.intensity, "turn")
+    assert proposal.steps == () and "no record step moves from joy" in proposal.reason
+    named = emotion_gate("Where is the strongbox now?", RECORD)
+    proposal = emotion_transition(AgentState("joy", 3), named, RECORD)
+    assert (proposal.emotion, proposal.intensity, proposal.steps, proposal.rule) == ("sadness", 3, (7,), "named")
+    assert "record step 7" in proposal.reason and "strongbox" in proposal.reason
 
 
 def test_memory_fusion_sees_the_scene_notes_the_pool_and_the_pattern():
@@ -287,8 +428,25 @@ def test_a_question_beyond_the_character_is_refused_in_character():
 
 
 def test_emotional_inertia_across_turns():
+    agent, model, _ = agent_with(scripted())
+    first = agent.respond("How dare you! You lied about the ledger, you coward!", state=AgentState("trust", 2))
+    assert first.trace.gate is True and first.state.emotion == "anger" and first.trace.emotion["changed"] is True
+    before = len(model.calls)
+    second = agent.respond("Shall we have tea?", history=[("Osric", first.question), ("Mara", first.reply)])
+    later = [c.signature for c in model.calls[before:]]
+    assert "SelectPattern" not in later and later.count("MemoryFusion") == 1
+    assert second.trace.gate is False and second.trace.emotion["source"] == "inertia"
+    assert "emo_transition" not in {s.step for s in second.trace.steps}
+    assert (second.state.emotion, second.state.intensity) == (first.state.emotion, first.state.intensity)
+    assert second.state.pattern == first.state.pattern and second.trace.pattern_source == "inertia"
+    # an explicit state wins over the agent's own
+    third = agent.respond("And the weather?", state=AgentState("joy", 2))
+    assert third.state.emotion == "joy" and third.trace.emotion["source"] == "inertia"
+
+
+def test_emotional_inertia_across_turns_with_the_emotion_model():
     gate = iter([True, False, False])
-    agent, model, _ = agent_with(scripted(EmoGate=lambda i: {"fires": next(gate)}))
+    agent, model, _ = agent_with(scripted(EmoGate=lambda i: {"fires": next(gate)}), emotion_model=True)
     first = agent.respond("You let the lamps go dark and the guild fined us all!", state=AgentState("trust", 2))
     assert first.trace.gate is True and first.state.emotion == "anger" and first.state.intensity == 4
     assert first.trace.emotion["changed"] is True
@@ -312,7 +470,8 @@ def test_the_first_turn_starts_from_the_latest_recorded_emotion():
     assert early.trace.pattern_source == "selected"  # no earlier pattern to keep
 
 
-def test_the_personality_track_runs_alongside_the_reasoning_chain():
+@pytest.mark.parametrize(("emotion_model", "side"), [(False, "SelectPattern"), (True, "EmoGate")])
+def test_the_personality_track_runs_alongside_the_reasoning_chain(emotion_model, side):
     both = threading.Barrier(2, timeout=10)
     threads: dict[str, str] = {}
 
@@ -325,21 +484,36 @@ def test_the_personality_track_runs_alongside_the_reasoning_chain():
         return step
 
     probe = {"refined_question": "the ledger", "probe": "ledger", "sufficient": True}
-    agent, _, _ = agent_with(scripted(SelfProbe=meet("probe", probe), EmoGate=meet("gate", {"fires": False})))
-    turn = agent.respond("Where is the ledger?")
-    assert threads["probe"] != threads["gate"] and threads["gate"].startswith("reverie-personality")
+    answers = {"SelectPattern": {"choice": 1}, "EmoGate": {"fires": False}}
+    agent, _, _ = agent_with(scripted(SelfProbe=meet("probe", probe), **{side: meet("side", answers[side])}),
+                             emotion_model=emotion_model)
+    turn = agent.respond("Where is the ledger?")  # a first turn: no pattern yet, so Pattern is asked
+    assert threads["probe"] != threads["side"] and threads["side"].startswith("reverie-personality")
     steps = {s.step: s for s in turn.trace.steps}
-    gate, probe_step = steps["emo_gate"], steps["self_probe:1"]
-    assert gate.started_s < probe_step.started_s + probe_step.seconds  # they overlap in time
-    assert gate.calls == 1 and probe_step.calls == 1  # each call is counted in its own step
+    other, probe_step = steps["emo_gate" if emotion_model else "pattern"], steps["self_probe:1"]
+    assert other.started_s < probe_step.started_s + probe_step.seconds  # they overlap in time
+    assert other.calls == 1 and probe_step.calls == 1  # each call is counted in its own step
 
 
 # -- degraded steps ------------------------------------------------------------
 
 
+def test_garbage_in_self_probe_degrades_it_and_says_so():
+    garbage = "I refuse to answer in your format."
+    agent, model, reader = agent_with(scripted(SelfProbe=garbage), max_rounds=3)
+    turn = agent.respond("Where is the ledger?")
+    assert turn.reply == "I locked it in the strongbox myself."
+    assert reader.calls("vis_retrieve") == [["Where is the ledger?"]]  # the probe fell back to the question
+    assert turn.trace.stop_reason == "no_new_probe" and turn.trace.gate is False
+    assert {d.split(":")[0] for d in turn.trace.degraded} == {"self_probe"}
+    steps = {s.step: s for s in turn.trace.steps}
+    assert steps["self_probe:1"].degraded and steps["self_probe:1"].method == "model:fake"
+
+
 def test_garbage_in_the_side_steps_degrades_them_and_says_so():
     garbage = "I refuse to answer in your format."
-    agent, model, reader = agent_with(scripted(SelfProbe=garbage, EmoGate=garbage), max_rounds=3)
+    agent, model, reader = agent_with(scripted(SelfProbe=garbage, EmoGate=garbage), max_rounds=3,
+                                      emotion_model=True)
     turn = agent.respond("Where is the ledger?")
     assert turn.reply == "I locked it in the strongbox myself."
     assert reader.calls("vis_retrieve") == [["Where is the ledger?"]]  # the probe fell back to the question
@@ -353,7 +527,7 @@ def test_garbage_in_the_side_steps_degrades_them_and_says_so():
 
 
 def test_garbage_transition_keeps_the_emotion_and_garbage_choice_falls_back_to_the_closest_pattern():
-    agent, _, _ = agent_with(scripted(EmoTransition="???", SelectPattern="not a number"))
+    agent, _, _ = agent_with(scripted(EmoTransition="???", SelectPattern="not a number"), emotion_model=True)
     turn = agent.respond("The guild is coming for you!", state=AgentState("fear", 3))
     assert turn.state.emotion == "fear" and turn.state.intensity == 3 and turn.trace.emotion["source"] == "kept"
     assert turn.trace.pattern_source == "embedding-fallback"
@@ -393,11 +567,18 @@ def test_a_personality_layer_that_was_not_built_degrades_the_track_not_the_turn(
             raise StorageError("The asset 'emotion_transitions' has not been materialised for b|mara.")
 
     reader = NoPersonality(character="mara", facts=lamp_reader().facts, episodes=lamp_reader().episodes)
-    agent, _, _ = agent_with(scripted(), reader)
+    agent, _, _ = agent_with(scripted(), reader, emotion_model=True)
     turn = agent.respond("Where is the ledger?")
     assert turn.reply == "I locked it in the strongbox myself."
     assert turn.trace.pattern is None and turn.trace.emotion["source"] == "transition"
     assert {d.split(":")[0] for d in turn.trace.degraded} == {"emotion_record", "emo_transition", "pattern"}
+    # the deterministic track: the gate reads the turn alone, the transition the turn's own emotion
+    agent, _, _ = agent_with(scripted(), reader)
+    turn = agent.respond("How dare you! Where is the ledger?")
+    assert turn.reply == "I locked it in the strongbox myself."
+    assert turn.trace.gate is True and turn.state.emotion == "anger" and turn.trace.emotion["record_steps"] == []
+    assert turn.trace.pattern is None
+    assert {d.split(":")[0] for d in turn.trace.degraded} == {"emotion_record", "pattern"}
 
 
 # -- without a model -------------------------------------------------------------
@@ -409,10 +590,15 @@ def test_without_a_model_the_agent_answers_extractively():
     assert turn.reply == 'As I remember it: "Mara locked the ledger in the brass strongbox"'
     assert turn.trace.method == EXTRACTIVE_METHOD and turn.trace.calls == 0
     assert turn.trace.used_facts == ["f1"] and turn.trace.stop_reason == "extractive"
-    assert turn.trace.pattern_source == "embedding" and turn.trace.gate is None
+    assert turn.trace.pattern_source == "embedding" and turn.trace.gate is False
+    assert {"emo_gate", "pattern", "anchor"} <= set(turn.trace.deterministic_steps)
     refused = agent.respond("What did Osric burn in the harbour furnace?")
     assert refused.reply == REFUSAL and refused.trace.stop_reason == "refusal" and refused.trace.used_facts == []
     assert refused.trace.pattern_source == "inertia"
+    # the deterministic personality track needs no model: an angry turn moves the state
+    angry = agent.respond("How dare you! You lied about the ledger, you coward!")
+    assert angry.trace.calls == 0 and angry.trace.gate is True and angry.state.emotion == "anger"
+    assert angry.trace.pattern_source == "embedding"
 
 
 def test_an_empty_question_is_an_error():
