@@ -234,12 +234,20 @@ def run_size(size: int, args: argparse.Namespace, print_header: bool) -> float:
 
 def demo_recall(embedder_name: str, k: int) -> None:
     """Dense vs hybrid VIS-RETRIEVE on the demo story's gold facts (offline build, in a scratch home)."""
-    import re
-
-    os.environ["REVERIEMEM_HOME"] = tempfile.mkdtemp(prefix="reveriemem-recall-")
+    home = tempfile.mkdtemp(prefix="reveriemem-recall-")
+    os.environ["REVERIEMEM_HOME"] = home
     os.environ.pop("DAGSTER_HOME", None)
     os.environ["REVERIEMEM_LM"] = "none"
     os.environ["REVERIEMEM_EMBEDDER"] = embedder_name
+    try:
+        _demo_recall(embedder_name, k)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _demo_recall(embedder_name: str, k: int) -> None:
+    import re
+
     from click.testing import CliRunner
 
     from reveriemem.demo import DEMO_SLUG, demo_gold

@@ -19,9 +19,10 @@ stored. `MemoryReader(book, character, embedder)` reads one character's memory:
 - The search is exact. Small tables are scanned (`bypass_vector_index()`); from
   `VECTOR_INDEX_MIN_ROWS` rows an IVF_FLAT index is built once and probed in
   every partition, which compares every row with full vectors (the same top k
-  as the scan) but reads them from LanceDB's in-memory index cache: on a busy
-  2-core machine, 100k facts 280 -> 18 ms, 1M facts 1.5 s -> ~100 ms (see
-  `benchmarks/retrieval_latency.py`). Scalar indexes (LABEL_LIST on
+  as the scan) but reads them from LanceDB's in-memory index cache: p50 on a
+  2-core machine shared with other jobs (load average 3-6), 100k facts
+  150 ms (scan with scalar indexes) -> 19 ms, 1M facts 1.2 s -> 142 ms
+  (`benchmarks/retrieval_latency.py`; the targets were 10 and 50 ms). Scalar indexes (LABEL_LIST on
   `visibility`, BITMAP on `book`, BTREE on `source_start`) serve the filter.
   `prepare_fact_indexes` makes them all (lazily, on opening a reader).
 - Dense search is fused with LanceDB's native full-text search over `text` (the
