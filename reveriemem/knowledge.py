@@ -422,8 +422,10 @@ class SpanFacts:
         self._starts = [p.start for p in self._paragraphs]
         self._spans: dict[int, list[tuple[int, int]]] = {}
         self._narrated: list[tuple[int, int]] = []
+        self._narrators: list[tuple[int, int, str]] = []
         for character in book.characters:
             self._narrated += [(int(a), int(b)) for a, b in character.narrator_spans]
+            self._narrators += [(int(a), int(b), character.slug) for a, b in character.narrator_spans]
 
     def _paragraph(self, offset: int) -> Paragraph | None:
         import bisect
@@ -441,6 +443,12 @@ class SpanFacts:
         if paragraph.start not in self._spans:
             self._spans[paragraph.start] = quote_spans(paragraph)[0]
         return in_spans(offset, self._spans[paragraph.start])
+
+    def narrator(self, start: int) -> str | None:
+        """The first-person narrator who tells this narration (not speech): they know what they tell."""
+        if self.spoken(start):
+            return None
+        return next((slug for a, b, slug in self._narrators if a <= start < b), None)
 
     def private(self, start: int, end: int) -> bool:
         """Narration nobody present perceives: a first-person narrator's reflection, or an aside reaching back years."""
@@ -479,6 +487,9 @@ def relation_facts(book: Book, table: EntityTable, graphs: Sequence[SceneGraph])
                                   private=bool(raw.get("private")) or spans.private(start, end))
             participants = {c for n in raw.get("participants", []) if (c := table.character_of(str(n)))}
             participants |= table.characters_in(subject) | (table.characters_in(obj) if obj else set())
+            narrator = spans.narrator(start)
+            if narrator:
+                participants.add(narrator)
             witnesses = {c for n in raw.get("witnesses", []) if (c := table.character_of(str(n)))}
             orgs = {o for n in raw.get("shared_with", []) if (o := table.lookup(str(n)))}
             fact = merged.get(key)
@@ -531,6 +542,9 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if i >= 0 and paragraph.start <= speaker_starts[i] and utterance_speakers[speaker_starts[i]]:
                         speaker = utterance_speakers[speaker_starts[i]]
                         participants.add(speaker)
+                narrator = spans.narrator(s_start)
+                if narrator:
+                    participants.add(narrator)
                 for mention in matcher.find(book.text, s_start, s_end):
                     if not in_spans(mention.start, quotes) and _acts(book.text, mention, s_start):
                         participants.add(mention.character)

@@ -136,7 +136,7 @@ def dense_search(table: Any, vector: np.ndarray, where: str, limit: int, columns
     query = (table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
              .where(where, prefilter=True).distance_type("cosine"))
     query = query.nprobes(ALL_PARTITIONS) if ivf_flat else query.bypass_vector_index()
-    result = query.select(list(columns)).limit(limit).to_arrow()
+    result = query.select([*columns, "_distance"]).limit(limit).to_arrow()
     rows = result.to_pylist()
     for row in rows:
         row["similarity"] = 1.0 - float(row.pop("_distance"))
@@ -153,7 +153,7 @@ def text_search(table: Any, query: str, where: str, limit: int, columns: Sequenc
         return []
     match = MatchQuery(query, FTS_COLUMN)  # type: ignore[call-arg]  # a pydantic dataclass with defaults
     result = (table.search(match, query_type="fts").where(where, prefilter=True)
-              .select(list(columns)).limit(limit).to_arrow())
+              .select([*columns, "_score"]).limit(limit).to_arrow())
     rows = result.to_pylist()
     for row in rows:
         row.pop("_score", None)

@@ -101,9 +101,10 @@ def test_a_fake_model_reply_cites_the_fact_it_used_and_refuses_an_invisible_one(
         if signature == "SelfProbe":
             return {"refined_question": inputs["question"], "probe": "the cask nearest the door", "sufficient": True}
         if signature == "MemoryFusion":
-            facts = inputs.get("facts") or []
-            if any("cask" in str(f).lower() for f in facts) and "cask" in inputs["question"].lower():
-                return {"reply": "I filled it from the cask nearest the door.", "used_facts": [1]}
+            facts = [str(f) for f in inputs.get("facts") or []]
+            cited = [n for n, f in enumerate(facts, start=1) if "cask nearest the door" in f.lower()]
+            if cited and "cask" in inputs["question"].lower():
+                return {"reply": "I filled it from the cask nearest the door.", "used_facts": cited[:1]}
             return {"reply": "That I cannot tell you; it never came my way.", "used_facts": []}
         return {}
 
@@ -114,6 +115,9 @@ def test_a_fake_model_reply_cites_the_fact_it_used_and_refuses_an_invisible_one(
         answer = _json(output)
         assert answer["model"] == "agent" and answer["trace"]["totals"]["calls"] >= 2
         assert all("mara-quell" in f["visibility"] for f in answer["facts"])
+        used = [f for f in answer["facts"] if f["used"]]
+        assert answer["reply"] == "I filled it from the cask nearest the door."
+        assert len(used) == 1 and "cask nearest the door" in used[0]["text"]  # the right fact, cited
         code, output = _ask("Corwen", "What did the harbour register say at four?", "--lm", "fake:agent")
         assert code == 0 and "cannot tell you" in output
     finally:

@@ -166,6 +166,10 @@ def test_offline_build_gives_bounded_evidence_units_filterable_inside_lancedb():
     assert hits and all("elspeth-vane" in h["visibility"] for h in hits)
     journal = facts.filter(pl.col("evidence").str.contains("beads of water standing"))
     assert journal["visibility"].to_list() == [["mara-quell"]]  # her private journal, alone in the store
+    # a first-person narrator knows what she tells, private reflections included
+    for words in ("cask nearest the door", "I know now who bought those casks"):
+        told = facts.filter(pl.col("evidence").str.contains(words, literal=True))
+        assert told["visibility"].to_list() == [["mara-quell"]], words
     from reveriemem_dagster.instance import get_instance
 
     checks = get_instance().get_latest_materialization_event(dg.AssetKey("facts"))
