@@ -26,21 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_model  # benchmarks/machine.py: scripts run as `python benchmarks/<name>.py`
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "books"
 # Paper, appendix "Three-Layer Memory Statistics": characters, scenes, SPOCV facts, patterns.
 PAPER = {"a-study-in-scarlet": (5, 25, 904, 197), "tom-sawyer": (3, 92, 2298, 170),
          "treasure-island": (3, 46, 1517, 126), "around-the-world-in-80-days": (10, 41, 1836, 175),
          "dracula": (9, 33, 973, 166), "paradise-lost": (7, 38, 1926, 167)}
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:
@@ -67,7 +59,7 @@ def main() -> None:
         raise SystemExit(result.output)
     slug = Path(args.book).stem
     book = load_book(slug)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {_cpu()}")
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {cpu_model()}")
     print(f"book: {book.title} ({book.info['body_words']:,} words, {len(book.characters)} focus characters: "
           f"{', '.join(c.name for c in book.characters)})")
 

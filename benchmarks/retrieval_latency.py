@@ -54,6 +54,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.machine import cpu_model  # noqa: E402
 from reveriemem.embeddings import HashEmbedder  # noqa: E402
 from reveriemem.retrieval import (  # noqa: E402
     ALL_PARTITIONS,
@@ -73,16 +74,6 @@ TARGETS_MS = {100_000: 10.0, 1_000_000: 50.0}
 HEADER = f"{'facts':>9} | {'indexes':<15} | {'unfiltered':>15} | {'bounded':>15} | {'bounded+as_of':>15}"
 WORDS = [f"w{n:04d}" for n in range(5000)]
 FEW_QUERIES_FROM = 500_000  # flat scans of tables this large are timed over 20 queries
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _batch(rng: np.random.Generator, start: int, rows: int, with_text: bool) -> pa.Table:
@@ -316,7 +307,7 @@ def main() -> None:
 
     import lancedb
 
-    print(f"machine: {os.cpu_count()} cores, {_cpu()}, {platform.system()} {platform.machine()}, "
+    print(f"machine: {os.cpu_count()} cores, {cpu_model()}, {platform.system()} {platform.machine()}, "
           f"Python {platform.python_version()}, lancedb {lancedb.__version__}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"k = {args.k}, {args.queries} queries after {args.warmup} warm-up; latency in ms (p50 / p95)\n")

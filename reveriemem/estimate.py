@@ -14,7 +14,6 @@ scenes and the programs, so they are the reliable part of the estimate.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -27,7 +26,7 @@ from typing import Any
 
 from reveriemem.models import FakeModel
 from reveriemem.registry import books_root, load_book
-from reveriemem.settings import HOME_ENV
+from reveriemem.settings import HOME_ENV, environment
 from reveriemem.tokens import count_tokens, counter_name
 
 ANSWER_SIZES = {
@@ -115,20 +114,10 @@ def plausible_answer(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
 @contextmanager
 def _scratch_home(slug: str) -> Iterator[str]:
     source = books_root() / slug
-    saved = {k: os.environ.get(k) for k in (HOME_ENV, "DAGSTER_HOME")}
-    with tempfile.TemporaryDirectory(prefix="reveriemem-estimate-") as scratch:
-        os.environ[HOME_ENV] = scratch
-        os.environ.pop("DAGSTER_HOME", None)
-        try:
-            shutil.copytree(source, books_root() / slug)
-            yield scratch
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
+    with tempfile.TemporaryDirectory(prefix="reveriemem-estimate-") as scratch, \
+            environment(**{HOME_ENV: scratch, "DAGSTER_HOME": None}):
+        shutil.copytree(source, books_root() / slug)
+        yield scratch
 
 def dry_run(slug: str, embedder: str = "hash") -> Estimate:
     """Build the book with the recording stand-in in a scratch home; count every call's tokens."""

@@ -10,6 +10,8 @@ Dagster instance (`DAGSTER_HOME` defaults to `<home>/dagster`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HOME_ENV = "REVERIEMEM_HOME"
@@ -55,3 +57,22 @@ def embedder_spec() -> str:
 def model_cache_enabled() -> bool:
     """Whether models opened by name use the persistent model cache (`REVERIEMEM_MODEL_CACHE`, default on)."""
     return os.environ.get(MODEL_CACHE_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+@contextmanager
+def environment(**values: str | None) -> Iterator[None]:
+    """Set (or, with None, unset) environment variables for a block, and restore them after."""
+    saved = {key: os.environ.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from reveriemem.demo import DEMO_SLUG, demo_gold
 from reveriemem.models import FakeModel, register_fake, unregister_fake
+from reveriemem.settings import environment
 from reveriemem_dagster.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,18 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def demo_home(tmp_path_factory):
     """The demo story built offline once for this module (hash embedder), copied into each test's home."""
     home = tmp_path_factory.mktemp("built") / "home"
-    saved = {k: os.environ.get(k) for k in ("REVERIEMEM_HOME", "REVERIEMEM_LM", "REVERIEMEM_EMBEDDER", "DAGSTER_HOME")}
-    os.environ.update({"REVERIEMEM_HOME": str(home), "REVERIEMEM_LM": "none", "REVERIEMEM_EMBEDDER": "hash"})
-    os.environ.pop("DAGSTER_HOME", None)
-    try:
+    with environment(REVERIEMEM_HOME=str(home), REVERIEMEM_LM="none", REVERIEMEM_EMBEDDER="hash", DAGSTER_HOME=None):
         result = CliRunner().invoke(main, ["demo", "--lm", "none"])
         assert result.exit_code == 0, result.output
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return home
 
 
