@@ -107,6 +107,7 @@ SCENE_WORDS = 150  # a scene note in a prompt
 EVIDENCE_WORDS = 40  # a fact's quotation in a prompt
 MIN_SCORE = 0.3  # extractive path: the least cosine similarity of a fact worth quoting
 REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."
+LAYERS = frozenset({"episodic", "semantic", "personality"})  # the three memory layers; ablations drop one
 
 
 class Reader(Protocol):
@@ -466,7 +467,11 @@ class ReverieAgent:
 
     def __init__(self, reader: Reader, handle: ModelHandle, character: Character, max_rounds: int = 3,
                  k: int = 8, *, anchor_k: int = ANCHOR_K, pattern_k: int = PATTERN_K,
-                 min_score: float = MIN_SCORE, backoff: float = 0.5, emotion_model: bool = False) -> None:
+                 min_score: float = MIN_SCORE, backoff: float = 0.5, emotion_model: bool = False,
+                 layers: Iterable[str] = LAYERS) -> None:
+        self.layers = frozenset(layers)
+        if not self.layers <= LAYERS:
+            raise ValueError(f"Unknown memory layer(s): {', '.join(sorted(self.layers - LAYERS))}.")
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1.")
         if k < 1:
@@ -526,6 +531,8 @@ class ReverieAgent:
     # -- reasoning chain ---------------------------------------------------------
 
     def _anchor(self, run: _TurnLog, question: str, as_of: int | None) -> tuple[list[AnchoredScene], list[str]]:
+        if "episodic" not in self.layers:
+            return [], []
         with run.step("anchor", "reasoning"), self._reader_lock:
             rows = self.reader.anchor(question, k=self.anchor_k, as_of=as_of)
         rows = [r for r in rows if _own_scene(r, self.character.slug, as_of)]
@@ -544,6 +551,8 @@ class ReverieAgent:
     def _retrieve(self, run: _TurnLog, n: int, probe: str, as_of: int | None,
                   pool: dict[str, dict[str, Any]]) -> tuple[list[str], int]:
         """Vis-Retrieve one probe into the pool; (new fact ids, rows dropped by the check)."""
+        if "semantic" not in self.layers:
+            return [], 0
         with run.step(f"vis_retrieve:{n}", "reasoning"), self._reader_lock:
             rows = self.reader.vis_retrieve([probe], k=self.k, as_of=as_of, exclude=set(pool))
         new: list[str] = []
@@ -625,6 +634,10 @@ class ReverieAgent:
 
     def _personality_track(self, run: _TurnLog, question: str, lines: list[str], state: AgentState | None,
                            as_of: int | None) -> _Personality:
+        if "personality" not in self.layers:
+            kept = state or AgentState("neutral", 0, "", None)
+            return _Personality(AgentState(kept.emotion, kept.intensity, kept.reason, None), None,
+                                "no Personality layer", False, "inertia", "", [], "none", [])
         if self.emotion_model and self.handle.lm is not None:
             return self._model_personality(run, question, lines, state, as_of)
         with run.step("emotion_record", "personality") as step:

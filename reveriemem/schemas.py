@@ -254,6 +254,19 @@ FACTS = pa.schema(
     ]
 )
 
+KBF_ITEMS = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),  # character slug
+        ("item_id", pa.string()),
+        ("split", pa.string()),  # KRf | KR
+        ("part", pa.string()),  # train | held-out
+        ("method", pa.string()),  # what made the item: heuristic:cloze-v1 or model:<name>
+        ("fact_id", pa.string()),
+        ("record", pa.string()),  # the item as one line of the documented JSONL format
+    ]
+)
+
 BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "scene_graphs": ("parquet", SCENE_GRAPHS),
     "entities": ("parquet", ENTITIES),
@@ -267,4 +280,5 @@ BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "dialogue_records": ("parquet", DIALOGUE_RECORDS),
     "emotion_transitions": ("parquet", EMOTION_TRANSITIONS),
     "personality_patterns": ("lancedb", PERSONALITY_PATTERNS),
+    "kbf_items": ("parquet", KBF_ITEMS),
 }

@@ -38,3 +38,29 @@ def write_book(tmp_path: Path, body: str, name: str = "tale.txt", gutenberg: boo
     path = tmp_path / name
     path.write_text(text, encoding="utf-8", newline="")
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory):
+    """The demo story built offline once per test session (hash embedder); `built_demo` copies it in."""
+    from click.testing import CliRunner
+
+    from reveriemem.settings import environment
+    from reveriemem_dagster.cli import main
+
+    home = tmp_path_factory.mktemp("built") / "home"
+    with environment(REVERIEMEM_HOME=str(home), REVERIEMEM_LM="none", REVERIEMEM_EMBEDDER="hash", DAGSTER_HOME=None):
+        result = CliRunner().invoke(main, ["demo", "--lm", "none"])
+        assert result.exit_code == 0, result.output
+    return home
+
+
+@pytest.fixture
+def built_demo(demo_home, isolated_home):
+    """The demo story's memory, built offline, in this test's own data home."""
+    import os
+    import shutil
+
+    shutil.copytree(demo_home, isolated_home, dirs_exist_ok=True)
+    os.environ.pop("DAGSTER_HOME", None)
+    return DEMO_SLUG

@@ -14,29 +14,9 @@ from click.testing import CliRunner
 
 from reveriemem.demo import DEMO_SLUG, demo_gold
 from reveriemem.models import FakeModel, register_fake, unregister_fake
-from reveriemem.settings import environment
 from reveriemem_dagster.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory):
-    """The demo story built offline once for this module (hash embedder), copied into each test's home."""
-    home = tmp_path_factory.mktemp("built") / "home"
-    with environment(REVERIEMEM_HOME=str(home), REVERIEMEM_LM="none", REVERIEMEM_EMBEDDER="hash", DAGSTER_HOME=None):
-        result = CliRunner().invoke(main, ["demo", "--lm", "none"])
-        assert result.exit_code == 0, result.output
-    return home
-
-
-@pytest.fixture
-def built_demo(demo_home, isolated_home):
-    import shutil
-
-    shutil.copytree(demo_home, isolated_home, dirs_exist_ok=True)
-    os.environ.pop("DAGSTER_HOME", None)
-    return DEMO_SLUG
 
 
 def _ask(*args: str) -> tuple[int, str]:

@@ -1,0 +1,39 @@
+"""What evaluation reads of a built memory: the book's facts and entities, through the storage layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reveriemem.errors import StorageError
+from reveriemem.settings import data_home, lancedb_uri
+from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+
+
+@dataclass
+class BookMemory:
+    book: str
+    facts: list[dict[str, Any]]  # rows of `facts` without vectors, in story order
+    entities: list[dict[str, Any]]
+
+
+def load_book_memory(book: str, uri: str | None = None) -> BookMemory:
+    """The stored facts and entities of `book`; one sentence saying what to run when not built."""
+    part = PartitionRef(book)
+    try:
+        facts = LanceStore(uri or lancedb_uri()).read("facts", part)
+        entities = ParquetStore(data_home() / "parquet").read("entities", part)
+    except StorageError as exc:
+        raise StorageError(f"The memory of {book} is not built yet; run `reveriemem build {book}` ({exc})") from exc
+    if facts.is_empty():
+        raise StorageError(f"The memory of {book} holds no facts; run `reveriemem build {book}`.")
+    rows = facts.drop("vector").sort("source_start").to_dicts() if "vector" in facts.columns else \
+        facts.sort("source_start").to_dicts()
+    return BookMemory(book, rows, entities.to_dicts())
+
+
+def passage_of(row: dict[str, Any]) -> str:
+    """The text a fact is read by: its statement and, when different, its source sentence."""
+    text = " ".join(str(row.get("text") or "").split())
+    evidence = " ".join(str(row.get("evidence") or "").split())
+    return text if not evidence or evidence == text else f"{text} {evidence}"
