@@ -228,6 +228,76 @@ def _read_line(prompt: str) -> str:
     return line.rstrip("\n")
 
 
+def _built_embedder(book: str, embedder: str) -> str | None:
+    from reveriemem_dagster.build import EMBEDDER_TAG, built_with
+
+    built = built_with(book)
+    if not built:
+        raise ReverieMemError(f"The memory of {book} is not built yet; run `reveriemem build {book}`.")
+    return embedder or built.get(EMBEDDER_TAG) or None
+
+
+@main.command("eval")
+@click.argument("book")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="Folder for results and report.")
+@click.option("--items", "items", type=click.Path(path_type=Path), default=None,
+              help="A KBF-QA item file (JSONL); default: items generated from the built memory.")
+@click.option("--methods", default="", help="Comma-separated methods (default: all); see --list-methods.")
+@click.option("--part", type=click.Choice(["train", "held-out"]), default=None,
+              help="Keep only generated items of this part.")
+@click.option("--limit", type=int, default=None, help="At most this many items (spread over both splits).")
+@click.option("--lm", default="", help="Model every method uses (overrides $REVERIEMEM_LM).")
+@click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+def evaluate(book: str, out: Path, items: Path | None, methods: str, part: str | None, limit: int | None, lm: str,
+             embedder: str, quiet: bool) -> None:
+    """Run KBF-QA on BOOK: every method on the same items under the same model, with a report.
+
+    Writes per-item results (results.parquet), summary.json and report.md /
+    report.html into OUT. Running again with the same OUT resumes where it stopped.
+    """
+    from eval.runner import RunSpec, run_evaluation
+
+    load_book(book)
+    spec = RunSpec(book=book, out=out, items=items, methods=[m.strip() for m in methods.split(",") if m.strip()],
+                   lm=lm or None, embedder=_built_embedder(book, embedder), part=part, limit=limit)
+    outcome = run_evaluation(spec, progress=None if quiet else (lambda line: click.echo(line, err=True)))
+    model = outcome.summary["model"]
+    click.echo(f"{'method':<26} {'KRf':>6} {'KR':>6} {'KBF':>6}  n (KRf:KR)  model")
+    for name, entry in outcome.summary["methods"].items():
+        cells = [f"{100 * entry[k]:6.1f}" if entry.get(k) is not None else "     -" for k in ("krf_acc", "kr_acc", "kbf")]
+        click.echo(f"{name:<26} {' '.join(cells)}  {entry['n_krf']}:{entry['n_kr']}  {entry.get('model', model)}")
+    if outcome.report:
+        click.echo(f"Report: {outcome.report[1]}")
+    for error in outcome.errors[:5]:
+        click.echo(f"warning: {error}", err=True)
+
+
+@main.command("items")
+@click.argument("book")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help="JSONL file to write.")
+@click.option("--per-split", type=int, default=60, show_default=True, help="Items per character and split.")
+@click.option("--lm", default="none", show_default=True,
+              help="Model drafting in-world questions from SPOCV facts ('none': cloze items only).")
+def items_command(book: str, out: Path, per_split: int, lm: str) -> None:
+    """Generate KBF-QA items for BOOK from its built memory and write them as JSONL."""
+    from eval.generate import generate_items
+    from eval.items import write_items
+    from eval.memory import load_book_memory
+    from reveriemem.models import open_model
+
+    registered = load_book(book)
+    memory = load_book_memory(registered.slug)
+    generated = []
+    with open_model(lm or None) as handle:
+        for character in registered.characters:
+            generated += generate_items(registered, character, memory.facts, memory.entities, per_split=per_split,
+                                        handle=handle)
+    n = write_items(out, generated)
+    krf = sum(1 for i in generated if i.split == "KRf")
+    click.echo(f"{n} items ({krf} KRf, {n - krf} KR) for {len(registered.characters)} characters -> {out}")
+
+
 @main.command("demo")
 @click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
 def demo(lm: str) -> None:

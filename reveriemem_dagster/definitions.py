@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import episodic as episodic_assets
+from assets import evaluation as evaluation_assets
 from assets import knowledge as knowledge_assets
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
@@ -19,7 +20,8 @@ BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_
                personality_assets.dialogue_records]
 CHARACTER_ASSETS = [scene_assets.character_scenes, episodic_assets.episodes,
                     personality_assets.emotion_transitions, personality_assets.personality_patterns]
-ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS]
+EVALUATION_ASSETS = [evaluation_assets.kbf_items, evaluation_assets.kbf_report]
+ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS, *EVALUATION_ASSETS]
 
 book_memory_job = dg.define_asset_job(
     "book_memory",
@@ -33,7 +35,18 @@ character_memory_job = dg.define_asset_job(
     partitions_def=book_character_partitions,
     description="Per-character memory of a book (one run per book|character pair).",
 )
-
+kbf_items_job = dg.define_asset_job(
+    "kbf_items",
+    selection=dg.AssetSelection.assets(evaluation_assets.kbf_items),
+    partitions_def=book_character_partitions,
+    description="KBF-QA items of one book|character pair, from its built memory.",
+)
+kbf_evaluation_job = dg.define_asset_job(
+    "kbf_evaluation",
+    selection=dg.AssetSelection.assets(evaluation_assets.kbf_report),
+    partitions_def=book_partitions,
+    description="Every KBF-QA method on a book's items under the configured model, with the report.",
+)
 
 
 def default_resources() -> dict[str, object]:
@@ -43,6 +56,6 @@ def default_resources() -> dict[str, object]:
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,
-    jobs=[book_memory_job, character_memory_job, whole_book_memory],
+    jobs=[book_memory_job, character_memory_job, whole_book_memory, kbf_items_job, kbf_evaluation_job],
     resources=default_resources(),
 )
