@@ -146,6 +146,14 @@ def _check_run(out: Path, identity: dict[str, Any]) -> None:
     path.write_text(json.dumps(identity, indent=2), encoding="utf-8")
 
 
+def _drop_torn_line(partial: Path) -> None:
+    """Cut a last line left unfinished by an interruption, so appended lines start clean."""
+    if partial.is_file():
+        data = partial.read_bytes()
+        if data and not data.endswith(b"\n"):
+            partial.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
 def _done(partial: Path) -> dict[str, dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     if partial.is_file():
@@ -209,6 +217,7 @@ def run_evaluation(spec: RunSpec, progress: Progress | None = None, *, handle: M
         for name in names:
             partial = out / "partial" / f"{name}.jsonl"
             partial.parent.mkdir(parents=True, exist_ok=True)
+            _drop_torn_line(partial)
             done = _done(partial)
             todo = [i for i in items if i.id not in done]
             resumed += len(items) - len(todo)
