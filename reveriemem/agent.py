@@ -60,11 +60,36 @@ best retrieved fact's evidence framed in the first person, or an in-character
 refusal when no fact is at least `min_score` similar to the question (cosine)
 and shares a content word with it. The deterministic personality track runs
 all the same (Pattern then takes the closest candidate by embedding).
+
+The three prompts are the predictors of one `InferencePrograms` module
+(`self_probe`, `select_pattern`, `memory_fusion`, from the factories of
+`dspy_programs.inference`), so DSPy can compile them together
+(`eval/compile.py`). By default the agent loads compiled state (demos and,
+after MIPROv2, instructions) from `dspy_programs/compiled/inference.json`
+when that file exists; `REVERIEMEM_COMPILED=<path>` names another compiled
+file and `REVERIEMEM_COMPILED=none` loads none; `programs=` overrides both.
+The trace's `method` then reads `model:<name>+compiled:<file name>` and
+`compiled` holds the file's path. A compiled file made from other signatures
+than the current ones (its `reveriemem.signatures` digest differs) is never
+loaded: a stale default file is skipped with a warning, a file named by
+`REVERIEMEM_COMPILED` is an error. Calls still go through `run_program`,
+whose persistent-cache key includes each program's state (its demos), so a
+compiled program never reuses an uncompiled program's answers.
+
+For compiling, `inline_personality=True` runs the personality track in the
+calling thread; by default it runs in a worker thread that inherits the
+caller's context (`contextvars`), DSPy settings and trace included. A call
+answered from the persistent model cache never runs its predictor, so DSPy
+does not trace it: compile with a handle whose `cache` is off.
 """
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
+import json
 import logging
+import os
 import re
 import threading
 import time
@@ -74,8 +99,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
+import dspy
+from dspy.utils.saving import get_dependency_versions
+
+import dspy_programs
 from dspy_programs.inference import (
     emo_gate_program,
     emo_transition_program,
@@ -86,7 +116,7 @@ from dspy_programs.inference import (
 from dspy_programs.personality import EMOTIONS
 from reveriemem.characters import Character
 from reveriemem.emotions import read_utterance
-from reveriemem.errors import ModelOutputError, StorageError
+from reveriemem.errors import ModelOutputError, ReverieMemError, StorageError
 from reveriemem.models import ModelCall, ModelHandle, run_program
 from reveriemem.models.usage import add_listener
 
@@ -121,6 +151,137 @@ class Reader(Protocol):
     def patterns(self, query: str, k: int = 3) -> list[dict[str, Any]]: ...
 
     def emotion_record(self, as_of: int | None = None) -> list[dict[str, Any]]: ...
+
+
+# -- the inference programs ---------------------------------------------------
+
+COMPILED_ENV = "REVERIEMEM_COMPILED"  # a compiled program's JSON for the agent; "none": load none
+COMPILED_DIR = Path(dspy_programs.__file__).resolve().parent / "compiled"
+DEFAULT_COMPILED = COMPILED_DIR / "inference.json"  # loaded by default when present
+COMPILED_KEY = "reveriemem"  # the project's own block in a compiled program's JSON
+_NO_COMPILED = frozenset({"none", "off", "0", "false", "no"})
+
+
+class CompiledProgramError(ReverieMemError):
+    """A compiled program file is missing, unreadable, or made for other signatures."""
+
+
+class InferencePrograms(dspy.Module):
+    """The agent's three model prompts as one DSPy module, so they compile together.
+
+    `self_probe`, `select_pattern` and `memory_fusion` are the predictors of
+    `dspy_programs.inference` (EmoGate and EmoTransition are not: by default
+    they are no prompts at all). The agent calls each one through
+    `run_program`; the module itself is never called. `compiled` is the file
+    its state was loaded from (None: the plain signatures, no demos).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.self_probe = self_probe_program()
+        self.select_pattern = select_pattern_program()
+        self.memory_fusion = memory_fusion_program()
+        self.compiled: Path | None = None
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        raise TypeError("InferencePrograms only holds the agent's programs; the agent calls each one itself.")
+
+    @property
+    def demos(self) -> dict[str, int]:
+        """Predictor name -> number of demos."""
+        return {name: len(predictor.demos) for name, predictor in self.named_predictors()}
+
+    @property
+    def label(self) -> str | None:
+        """What the trace names: the compiled file's name, "unsaved" for demos not loaded from a file, else None."""
+        if self.compiled is not None:
+            return self.compiled.name
+        return "unsaved" if any(self.demos.values()) else None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> InferencePrograms:
+        """Programs with the compiled state of `path` (a JSON written by `save_compiled` or DSPy's `save`)."""
+        path = Path(path).expanduser().resolve()
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CompiledProgramError(f"The compiled program {path} could not be read ({exc}).") from exc
+        programs = cls()
+        made_for = (state.get(COMPILED_KEY) or {}).get("signatures") if isinstance(state, dict) else None
+        if made_for is not None and made_for != programs.signature_digest():
+            raise CompiledProgramError(
+                f"The compiled program {path} was made for other prompts than those in dspy_programs/inference.py; "
+                "compile again (`reveriemem compile BOOK`) or remove it.")
+        try:
+            programs.load(path)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CompiledProgramError(f"The compiled program {path} does not fit the agent's programs ({exc}).") from exc
+        programs.compiled = path
+        return programs
+
+    @classmethod
+    def signature_digest(cls) -> str:
+        """A digest of the plain signatures (as the factories build them): what a compiled file was made for."""
+        parts = []
+        for name, predictor in cls().named_predictors():
+            signature = predictor.signature
+            fields = [[key, dict(value.json_schema_extra or {}), repr(value.annotation)]
+                      for key, value in signature.fields.items()]
+            parts.append([name, signature.instructions, fields])
+        text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    def save_compiled(self, path: str | Path, **about: Any) -> Path:
+        """Write the state (demos, instructions) as JSON, atomically; `about` joins the file's `reveriemem` block."""
+        path = Path(path).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state: dict[str, Any] = self.dump_state()
+        state["metadata"] = {"dependency_versions": get_dependency_versions()}
+        state[COMPILED_KEY] = {"signatures": self.signature_digest(), "demos": self.demos, **about}
+        text = json.dumps(state, indent=2, ensure_ascii=False, default=str) + "\n"
+        _atomic_write(path, text)
+        return path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def compiled_path() -> Path | None:
+    """The compiled program the agent loads: `$REVERIEMEM_COMPILED` ("none": none), else
+    `dspy_programs/compiled/inference.json` when it exists, else None."""
+    value = os.environ.get(COMPILED_ENV, "").strip()
+    if value.lower() in _NO_COMPILED:
+        return None
+    if value:
+        path = Path(value).expanduser().resolve()
+        if not path.is_file():
+            raise CompiledProgramError(f"{COMPILED_ENV} names {path}, which is not a file; "
+                                       f"set it to a compiled program's JSON or to 'none'.")
+        return path
+    return DEFAULT_COMPILED if DEFAULT_COMPILED.is_file() else None
+
+
+def default_programs() -> InferencePrograms:
+    """The agent's programs when none are given: compiled from `compiled_path()`, else plain.
+
+    A default file that cannot be loaded (unreadable, or made for other
+    signatures) is skipped with a warning; one named by `$REVERIEMEM_COMPILED` raises."""
+    path = compiled_path()
+    if path is None:
+        return InferencePrograms()
+    try:
+        return InferencePrograms.from_file(path)
+    except CompiledProgramError as exc:
+        if os.environ.get(COMPILED_ENV, "").strip():
+            raise
+        log.warning("%s The agent uses the plain programs.", exc)
+        return InferencePrograms()
 
 
 # -- state and trace -----------------------------------------------------------
@@ -227,7 +388,7 @@ class ProbeRound:
 class Trace:
     character: str
     character_name: str
-    method: str  # model:<name> or heuristic:extractive-agent-v1
+    method: str  # model:<name>, model:<name>+compiled:<file name>, or heuristic:extractive-agent-v1
     model: str
     as_of: int | None
     anchored: list[AnchoredScene]
@@ -246,6 +407,7 @@ class Trace:
     degraded: list[str]
     dropped_rows: int  # rows the reader returned that the character may not know (should stay 0)
     seconds: float = 0.0
+    compiled: str | None = None  # the compiled program file the model steps ran with (None: the plain programs)
 
     @property
     def calls(self) -> int:
@@ -462,13 +624,18 @@ class ReverieAgent:
     recorded emotion up to `as_of`). `emotion_model=True` asks the model for
     Emo-Gate and Emo-Transition (two more calls when the gate fires) instead
     of deciding them from the lexicon and the emotion record; without a model
-    they are deterministic either way.
+    they are deterministic either way. `programs` are the three prompts
+    (default: `default_programs()`, compiled state from
+    `dspy_programs/compiled/inference.json` or `$REVERIEMEM_COMPILED` when
+    present); `inline_personality=True` runs the personality track in the
+    calling thread, one step after another (for compiling).
     """
 
     def __init__(self, reader: Reader, handle: ModelHandle, character: Character, max_rounds: int = 3,
                  k: int = 8, *, anchor_k: int = ANCHOR_K, pattern_k: int = PATTERN_K,
                  min_score: float = MIN_SCORE, backoff: float = 0.5, emotion_model: bool = False,
-                 layers: Iterable[str] = LAYERS) -> None:
+                 layers: Iterable[str] = LAYERS, programs: InferencePrograms | None = None,
+                 inline_personality: bool = False) -> None:
         self.layers = frozenset(layers)
         if not self.layers <= LAYERS:
             raise ValueError(f"Unknown memory layer(s): {', '.join(sorted(self.layers - LAYERS))}.")
@@ -486,13 +653,24 @@ class ReverieAgent:
         self.min_score = min_score
         self.backoff = backoff
         self.emotion_model = emotion_model
+        self.programs = programs if programs is not None else default_programs()
+        self.inline_personality = inline_personality
         self.state: AgentState | None = None
         self._reader_lock = threading.Lock()  # the two tracks share the reader
         _ensure_listener()
 
     @property
     def method(self) -> str:
-        return EXTRACTIVE_METHOD if self.handle.lm is None else f"model:{self.handle.name}"
+        if self.handle.lm is None:
+            return EXTRACTIVE_METHOD
+        label = self.programs.label
+        return self._model_method + (f"+compiled:{label}" if label else "")
+
+    @property
+    def compiled(self) -> str | None:
+        """The compiled program file the model steps use (None: none, or no model)."""
+        path = self.programs.compiled
+        return str(path) if path is not None and self.handle.lm is not None else None
 
     @property
     def _model_method(self) -> str:
@@ -518,9 +696,15 @@ class ReverieAgent:
             personality = self._personality_track(run, question, lines, start, as_of)
             reply, used, stop = self._extract(question, reasoning.pool)
             reasoning.stop_reason = stop
+        elif self.inline_personality:
+            reasoning = self._reasoning_chain(run, question, as_of)
+            personality = self._personality_track(run, question, lines, start, as_of)
+            reply, used = self._fuse(run, question, lines, reasoning, personality.state)
         else:
+            # the worker runs in a copy of this context: DSPy's settings (its trace) reach it
+            context = contextvars.copy_context()
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reverie-personality") as pool:
-                track = pool.submit(self._personality_track, run, question, lines, start, as_of)
+                track = pool.submit(context.run, self._personality_track, run, question, lines, start, as_of)
                 reasoning = self._reasoning_chain(run, question, as_of)
                 personality = track.result()
             reply, used = self._fuse(run, question, lines, reasoning, personality.state)
@@ -579,7 +763,7 @@ class ReverieAgent:
         for n in range(1, self.max_rounds + 1):
             with run.step(f"self_probe:{n}", "reasoning", self._model_method) as step:
                 try:
-                    pred = run_program(self.handle, self_probe_program(), backoff=self.backoff,
+                    pred = run_program(self.handle, self.programs.self_probe, backoff=self.backoff,
                                        character=self._who, question=question, scene_memory=scene_memory,
                                        earlier_probes=list(issued), fact_pool=_numbered(pool.values()))
                 except ModelOutputError as exc:
@@ -747,7 +931,7 @@ class ReverieAgent:
             numbered = [f"[{i}] {c.description}" for i, c in enumerate(candidates, 1)]
             context = "\n".join([*lines[-4:], f"Now: {question}"])
             try:
-                pred = run_program(self.handle, select_pattern_program(), backoff=self.backoff, character=self._who,
+                pred = run_program(self.handle, self.programs.select_pattern, backoff=self.backoff, character=self._who,
                                    emotion_state=state.describe(), context=context, patterns=numbered)
                 choice = int(pred.choice)
             except (ModelOutputError, TypeError, ValueError) as exc:
@@ -772,11 +956,11 @@ class ReverieAgent:
         with run.step("memory_fusion", "fusion", self._model_method) as step:
             # run_program retries unparseable output and then raises ModelOutputError;
             # an empty reply gets one more try, sampled afresh and past the caches
-            pred = run_program(self.handle, memory_fusion_program(), backoff=self.backoff, **inputs)
+            pred = run_program(self.handle, self.programs.memory_fusion, backoff=self.backoff, **inputs)
             reply = " ".join(str(pred.reply or "").split())
             if not reply:
                 step.degraded = "the model wrote an empty reply; asked again"
-                pred = run_program(_fresh(self.handle), memory_fusion_program(), backoff=self.backoff, **inputs)
+                pred = run_program(_fresh(self.handle), self.programs.memory_fusion, backoff=self.backoff, **inputs)
                 reply = " ".join(str(pred.reply or "").split())
             if not reply:
                 raise ModelOutputError(f"The model {self.handle.name} wrote an empty reply as MemoryFusion twice.")
@@ -807,7 +991,7 @@ class ReverieAgent:
             pattern=asdict(state.pattern) if state.pattern else None, pattern_source=personality.pattern_source,
             pattern_candidates=personality.candidates,
             steps=sorted(run.steps, key=lambda s: s.started_s), degraded=list(run.degraded),
-            dropped_rows=reasoning.dropped, seconds=time.perf_counter() - run.t0,
+            dropped_rows=reasoning.dropped, seconds=time.perf_counter() - run.t0, compiled=self.compiled,
         )
 
 
