@@ -35,6 +35,7 @@ from typing import Any
 
 import polars as pl
 
+from eval.compile import compiled_block
 from eval.generate import generate_items
 from eval.items import KBFItem, read_items, write_items
 from eval.matching import match_reply
@@ -276,6 +277,8 @@ def finish(out: Path, items: Sequence[KBFItem], identity: dict[str, Any], names:
                   "part": identity.get("part"), "fingerprint": identity["items"]},
         "methods": {n: methods[n] for n in names if n in methods},
     }
+    if (compiled := compiled_block(out, model=identity["model"])) is not None:
+        summary["compiled"] = compiled  # before/after of the compiled programs (eval.compile)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     return summary
 

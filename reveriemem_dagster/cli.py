@@ -298,6 +298,56 @@ def items_command(book: str, out: Path, per_split: int, lm: str) -> None:
     click.echo(f"{n} items ({krf} KRf, {n - krf} KR) for {len(registered.characters)} characters -> {out}")
 
 
+@main.command("compile")
+@click.argument("book")
+@click.option("--lm", default="", help="Model the programs are compiled for (overrides $REVERIEMEM_LM).")
+@click.option("--optimizer", type=click.Choice(["bootstrap", "mipro"]), default="bootstrap", show_default=True,
+              help="BootstrapFewShot (demos), or MIPROv2 (instructions and demos; needs optuna).")
+@click.option("--train", "train", type=int, default=20, show_default=True,
+              help="Generated train-part items to compile on.")
+@click.option("--heldout", "heldout", type=int, default=30, show_default=True,
+              help="Generated held-out items scored before and after.")
+@click.option("--max-demos", type=int, default=2, show_default=True, help="At most this many demos per prompt.")
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="Where to save the compiled program (default: dspy_programs/compiled/inference.json, "
+                   "which every agent then loads).")
+@click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+def compile_command(book: str, lm: str, optimizer: str, train: int, heldout: int, max_demos: int, out: Path | None,
+                    embedder: str, quiet: bool) -> None:
+    """Compile the agent's prompts (Self-Probe, Pattern, Memory-Fusion) on KBF-QA items of BOOK.
+
+    Items are generated from the built memory: the train part compiles, the
+    held-out part is scored before and after. The program is saved as JSON;
+    agents load dspy_programs/compiled/inference.json when it exists, or the
+    file named by $REVERIEMEM_COMPILED ('none': no compiled program).
+    """
+    from eval.compile import DEFAULT_COMPILED, compile_inference
+    from eval.runner import RunSpec, load_items, select_items
+
+    registered = load_book(book)
+    built = _built_embedder(registered.slug, embedder)
+    items = load_items(registered, RunSpec(book=registered.slug, out=Path(".")))
+    train_items = select_items(items, "train", train)
+    heldout_items = select_items(items, "held-out", heldout)
+    target = out if out is not None else DEFAULT_COMPILED
+    outcome = compile_inference(registered, lm or None, train_items=train_items, heldout_items=heldout_items,
+                                optimizer=optimizer, max_demos=max_demos, out=target, embedder=built,
+                                progress=None if quiet else (lambda line: click.echo(line, err=True)))
+    block = outcome.block
+    click.echo(f"{block['optimizer']} on {block['train']} train items; {block['split']} items: {block['heldout']}; "
+               f"model {block['model']}")
+    click.echo(f"{'':<8} {'KRf':>6} {'KR':>6} {'KBF':>6}  n (KRf:KR)")
+    for when in ("before", "after"):
+        entry = block[when]["reveriemem"]
+        cells = [f"{100 * entry[k]:6.1f}" if entry.get(k) is not None else "     -" for k in ("krf_acc", "kr_acc", "kbf")]
+        click.echo(f"{when:<8} {' '.join(cells)}  {entry['n_krf']}:{entry['n_kr']}")
+    click.echo(f"Demos per prompt: {', '.join(f'{k} {v}' for k, v in block['demos'].items())}")
+    if block.get("note"):
+        click.echo(f"Note: {block['note']}")
+    click.echo(f"Saved {outcome.program} (summary: {outcome.summary})")
+
+
 @main.command("demo")
 @click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
 def demo(lm: str) -> None:
