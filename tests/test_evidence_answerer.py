@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from eval.items import gold_items
+from eval.lexical import Rarity
 from eval.methods.base import MethodContext
 from eval.methods.evidence import CALIBRATION_FILE, EvidenceAnswerer
 from eval.metrics import kbf
 from eval.reader import SupportIndex, best_option
-from eval.lexical import Rarity
 from reveriemem.demo import demo_gold
 from reveriemem.embeddings import HashEmbedder
 from reveriemem.models import open_model
