@@ -6,25 +6,44 @@ stored. `MemoryReader(book, character, embedder)` reads one character's memory:
 - `anchor(query)`: the character's own first-person episodes (`episodes`, rows of
   this book and character only), nearest to the query.
 - `vis_retrieve(probes)`: facts (`facts`) nearest to each probe, bounded to the
-  character's visibility set. The bound is part of every LanceDB query, not a
-  filter applied afterwards: `book = ... AND array_has_any(visibility, [slug])`,
-  prefiltered, so a fact outside the set can never enter the results, whatever
-  the query; each row is checked again on the way out. With `as_of` (a source
-  offset), `source_start <= as_of` and the character's own `visible_from` entry
-  (aligned with `visibility`) `<= as_of` join the same filter: a fact the book
-  states later, or an account read out to the character later, is not yet
-  theirs. Facts of the `common` route (known from the start) appear from where
-  the book states them, so an agent bounded to a point of the story reveals
-  nothing the book has not yet told.
-- The search is exact. Small tables are scanned (`bypass_vector_index()`); from
-  `VECTOR_INDEX_MIN_ROWS` rows an IVF_FLAT index is built once and probed in
-  every partition, which compares every row with full vectors (the same top k
-  as the scan) but reads them from LanceDB's in-memory index cache: p50 on a
-  2-core machine shared with other jobs (load average 3-6), 100k facts
-  150 ms (scan with scalar indexes) -> 19 ms, 1M facts 1.2 s -> 142 ms
-  (`benchmarks/retrieval_latency.py`; the targets were 10 and 50 ms). Scalar indexes (LABEL_LIST on
-  `visibility`, BITMAP on `book`, BTREE on `source_start`) serve the filter.
-  `prepare_fact_indexes` makes them all (lazily, on opening a reader).
+  character's visibility set F_c. The bound is structural. Dense search runs over the
+  character's fact pool (`FactPool`): F_c read ONCE per reader from LanceDB with the bound
+  inside the query, `book = ... AND array_has_any(visibility, [slug])` (`fact_filter`), as
+  ids, unit-normalised float32 vectors and the row fields; every probe is then an exact
+  search of that matrix (one matrix-vector product and an argpartition), so a fact outside
+  F_c is never in what is ranked, whatever the query; each row is checked again on the way
+  out. With `as_of` (a source offset), `source_start <= as_of` and the character's own
+  `visible_from` entry (aligned with `visibility`) `<= as_of` bound it further: a fact the
+  book states later, or an account read out to the character later, is not yet theirs. The
+  pool is sorted by `max(source_start, visible_from entry)`, so a cut point searches a
+  prefix (the same condition as the SQL `as_of` filter, `fact_filter(..., as_of)`). Facts of
+  the `common` route (known from the start) appear from where the book states them, so an
+  agent bounded to a point of the story reveals nothing the book has not yet told.
+- The search is exact and returns what LanceDB's exact bounded query returns: the same ids
+  in the same order, the same cosine (float32 `_distance`, so the same values) to float
+  rounding; ties are ranked in table order, as LanceDB's flat scan ranks them (tested against
+  it on random tables and on the demo story; only facts whose cosines are equal in arithmetic,
+  as the hashing embedder's bags of words often are, may be ordered differently by the last
+  bit of each sum). Measured (`benchmarks/retrieval_latency.py`, 2-core Xeon shared with other
+  jobs, load average 1.8 at start rising to 6; each character sees 15% of the facts; k = 8),
+  p50 / p95 of `vis_retrieve` for one dense probe with the pool loaded, against the per-query
+  LanceDB path: 10k facts 1.0 / 1.3 ms (LanceDB 16.9); 100k facts 8.3 / 12.4 ms, target 10
+  (LanceDB 32.0); 1M facts 56.6 / 76.7 ms, target 50, missed under that load (LanceDB 129.1;
+  the pool search alone 37.9 / 44.0 ms, and ~26 ms per 150k-row product on an idle core: it
+  reads the whole matrix, so it is bound by memory bandwidth). The one-time read: 0.05 s,
+  0.36 s (25 MB), 3.3 s (150k facts, 252 MB).
+- Memory: the pool holds rows x dim x 4 bytes of vectors plus the row fields (~1.7 KB per
+  fact at 384-d: ~250 MB for the 150k facts a character sees of 1M); it belongs to the reader
+  and is freed with it (`MemoryReader.fact_pool()` loads it early). Above `POOL_MAX_ROWS`
+  (500k facts, ~850 MB), with `pool="lancedb"`, or if the memory cannot be had, dense search
+  is the per-query LanceDB query instead, with the same filter inside (`dense_search`): small
+  tables are scanned (`bypass_vector_index()`); from `VECTOR_INDEX_MIN_ROWS` rows an IVF_FLAT
+  index is built once and probed in every partition, which compares every row with full
+  vectors (the same top k as the scan; it breaks exact ties by partition) from LanceDB's
+  in-memory index cache; LanceDB has a per-query floor of ~17 ms here. Scalar indexes
+  (LABEL_LIST on `visibility`, BITMAP on `book`, BTREE on `source_start`) serve the filter of
+  both the pool's read and these queries. `prepare_fact_indexes` makes them all (lazily, on
+  opening a reader).
 - Dense search is fused with LanceDB's native full-text search over `text` (the
   same filter inside the query; the probe's words matched plainly, no query
   syntax) by reciprocal rank (`hybrid=True`, default). On the demo story built
@@ -34,7 +53,8 @@ stored. `MemoryReader(book, character, embedder)` reads one character's memory:
   search and for all of them with the fusion (hit@3 0.67 -> 0.81); on the 8 gold
   questions whose fact the offline build makes visible both found the same 4
   (`python benchmarks/retrieval_latency.py --demo-recall all-MiniLM-L6-v2`). The
-  FTS index is created lazily on first use; rows added later are still searched.
+  FTS index is created lazily on first use; rows added later are still searched. The
+  full-text branch stays a LanceDB query, so hybrid retrieval keeps LanceDB's per-query floor.
 - `patterns(query)`: the character's behavioural patterns (`personality_patterns`)
   by description embedding; `emotion_record()`: the character's
   `emotion_transitions` in story order.
@@ -52,12 +72,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 from lancedb.query import MatchQuery
 
 from reveriemem.embeddings import Embedder
@@ -71,6 +94,9 @@ RRF_K = 60  # reciprocal-rank fusion constant (Cormack et al.)
 FTS_COLUMN = "text"
 VECTOR_INDEX_MIN_ROWS = 5_000  # below this a flat scan is as fast as an index
 ALL_PARTITIONS = 1 << 20  # nprobes that reaches every IVF partition (LanceDB caps it at the partition count)
+POOL_MAX_ROWS = 500_000  # a larger bounded set is searched through LanceDB (~850 MB at 384-d, row fields included)
+NEVER = np.iinfo(np.int64).max  # the offset of a fact with no cut point admits (missing `visible_from` entry)
+PoolMode = Literal["memory", "lancedb"]
 
 
 class CutPointError(ReverieMemError):
@@ -254,6 +280,137 @@ def ensure_fts_index(table: Any) -> bool:
     return _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: table.create_fts_index(FTS_COLUMN, replace=False))
 
 
+# ---------------------------------------------------------------- the bounded set in memory
+
+
+def _first_position(visibility: pa.Array, character: str) -> np.ndarray:
+    """Per row: the 0-based position of `character` in the row's `visibility` list, -1 when absent."""
+    out = np.full(len(visibility), -1, dtype=np.int64)
+    flat = pc.list_flatten(visibility)
+    if len(flat) == 0:
+        return out
+    parents = pc.list_parent_indices(visibility).to_numpy()
+    hits = np.flatnonzero(pc.fill_null(pc.equal(flat, character), False).to_numpy(zero_copy_only=False))
+    rows, first = np.unique(parents[hits], return_index=True)
+    out[rows] = hits[first] - np.searchsorted(parents, rows, side="left")
+    return out
+
+
+def _entry_at(lists: pa.Array, position: np.ndarray) -> np.ndarray:
+    """Per row: the int64 element at `position` of the row's list; NEVER when absent, null or position < 0."""
+    out = np.full(len(lists), NEVER, dtype=np.int64)
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return out
+    parents = pc.list_parent_indices(lists).to_numpy()
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero((position >= 0) & (position < lengths))
+    at = np.searchsorted(parents, rows, side="left") + position[rows]
+    valid = np.asarray(flat.is_valid().to_numpy(zero_copy_only=False))[at]
+    values = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)[at]
+    out[rows[valid]] = values[valid]
+    return out
+
+
+def _offsets(column: pa.Array) -> np.ndarray:
+    return pc.fill_null(column.cast(pa.int64()), NEVER).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+class FactPool:
+    """One character's bounded fact set F_c, held in memory for exact dense search.
+
+    `FactPool.load` reads it ONCE from LanceDB with the visibility filter inside the query
+    (`fact_filter(book, character)`, the filter of every LanceDB fact search), so nothing
+    outside F_c is ever read into the pool; a row whose `visibility` does not name the character
+    all the same is dropped (and logged) before it can be ranked. Held per row: the non-vector
+    columns (Arrow), the unit-normalised float32 vector, and the offset from which the character
+    may know the fact, `max(source_start, own visible_from entry)` (the `as_of` part of
+    `fact_filter`; a missing entry admits the row only without `as_of`, as in SQL). Rows are
+    sorted by that offset, so a cut point is a prefix of the matrix; ties in score are ranked
+    in table order, as LanceDB's flat scan ranks them. Rows with a zero or non-finite vector
+    (which LanceDB's cosine search never returns) are left out. `search` is an exact cosine
+    top-k over the prefix: one matrix-vector product (`np.vecdot`, single-threaded) and an
+    argpartition. Memory: rows x dim x 4 bytes of vectors (~230 MB for 150k 384-d facts; ~250 MB with
+    the row fields); the pool lives as long as its reader.
+    """
+
+    def __init__(self, book: str, character: str, rows: pa.Table, vectors: np.ndarray, admitted: np.ndarray,
+                 position: np.ndarray):
+        self.book = book
+        self.character = character
+        self._rows = rows
+        self._vectors = vectors
+        self._admitted = admitted
+        self._position = position
+
+    @classmethod
+    def load(cls, table: Any, book: str, character: str, columns: Sequence[str]) -> FactPool:
+        """Read the character's visible facts of `book` from `table` (the bound inside the query)."""
+        columns = [c for c in columns if c != "vector"]
+        needed = [c for c in ("visibility", "visible_from", "source_start") if c not in columns]
+        result = (table.search().where(fact_filter(book, character))
+                  .select([*columns, *needed, "vector"]).limit(None).to_arrow())
+        position = _first_position(result.column("visibility").combine_chunks(), character)
+        outside = position < 0
+        if outside.any():
+            log.error("%d facts outside %s's visibility reached the fact pool; dropped.", int(outside.sum()), character)
+        known = _entry_at(result.column("visible_from").combine_chunks(), position)
+        admitted = np.maximum(_offsets(result.column("source_start").combine_chunks()), known)
+        vectors = result.column("vector").combine_chunks()
+        dim = vectors.type.list_size
+        values = vectors.values.slice(vectors.offset * dim, len(vectors) * dim)
+        raw = values.to_numpy(zero_copy_only=False).reshape(len(vectors), dim)
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.linalg.norm(raw, axis=1)
+        keep = ~outside & np.isfinite(norms) & (norms > 0)
+        if vectors.null_count:
+            keep &= vectors.is_valid().to_numpy(zero_copy_only=False)
+        order = np.flatnonzero(keep)
+        order = order[np.argsort(admitted[order], kind="stable")]
+        matrix = np.ascontiguousarray(raw[order], dtype=np.float32)
+        matrix /= norms[order, None].astype(np.float32)
+        rows = result.select(columns).take(pa.array(order)).combine_chunks()
+        return cls(book, character, rows, matrix, admitted[order], order.astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self._admitted)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: vectors, offsets and row fields."""
+        return int(self._vectors.nbytes + self._admitted.nbytes + self._position.nbytes + self._rows.nbytes)
+
+    def admitted(self, as_of: int | None = None) -> int:
+        """How many rows the character may know by `as_of` (all without it): the searched prefix."""
+        if as_of is None:
+            return len(self)
+        return int(np.searchsorted(self._admitted, _offset(as_of), side="right"))
+
+    def search(self, vector: np.ndarray, limit: int, as_of: int | None = None) -> list[dict[str, Any]]:
+        """Exact cosine top-`limit` of the pool (known by `as_of` when given): rows with `similarity`, best first.
+
+        The same rows, order and scores (up to float rounding) as `dense_search` with
+        `fact_filter(book, character, as_of)`.
+        """
+        size = self.admitted(as_of)
+        query = np.asarray(vector, dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(query))
+        if limit <= 0 or size == 0 or not np.isfinite(norm) or norm == 0:
+            return []
+        # cosine distance in float32, as LanceDB reports it (`_distance`): the same grid of values, the same ties
+        distances = np.float32(1.0) - np.vecdot(self._vectors[:size], query / np.float32(norm))
+        if limit < size:
+            top = np.argpartition(distances, limit - 1)[:limit]
+            candidates = np.flatnonzero(distances <= distances[top].max())  # every row tied with the k-th
+        else:
+            candidates = np.arange(size)
+        best = candidates[np.lexsort((self._position[candidates], distances[candidates]))][:limit]
+        rows = self._rows.take(pa.array(best)).to_pylist()
+        for row, distance in zip(rows, distances[best]):
+            row["similarity"] = 1.0 - float(distance)
+        return rows
+
+
 # ---------------------------------------------------------------- the reader
 
 
@@ -262,7 +419,10 @@ class MemoryReader:
 
     def __init__(self, book: str, character: str, embedder: Embedder, uri: str | None = None, *,
                  hybrid: bool = True, parquet_root: Path | None = None, prepare_indexes: bool = True,
-                 vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS):
+                 vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS, pool: PoolMode = "memory",
+                 pool_max_rows: int = POOL_MAX_ROWS):
+        if pool not in ("memory", "lancedb"):
+            raise ValueError(f"pool must be 'memory' or 'lancedb', not {pool!r}.")
         self.book = book
         self.character = character
         self.embedder = embedder
@@ -291,11 +451,42 @@ class MemoryReader:
         self._patterns: Any = None
         self._fts: bool | None = None
         self._ivf_flat = prepare_indexes and prepare_fact_indexes(self._facts, vector_index_min_rows)
+        self.pool_mode: PoolMode = pool
+        self.pool_max_rows = pool_max_rows
+        self._pool: FactPool | None = None
+        self._pool_for: tuple[str, str] | None = None  # (book, character) the pool (or its absence) was decided for
+        self._pool_lock = threading.Lock()
 
     # -------------------------------------------------------- helpers
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(texts), dtype=np.float32)
+
+    def fact_pool(self) -> FactPool | None:
+        """The character's bounded fact set in memory, read once (on first use) and kept with the reader.
+
+        None when dense search goes through LanceDB instead: `pool="lancedb"`, or a bounded set of
+        more than `pool_max_rows` facts (counted with the same filter before reading).
+        """
+        key = (self.book, self.character)
+        with self._pool_lock:
+            if self._pool_for != key:
+                self._pool, self._pool_for = None, key
+                if self.pool_mode == "memory":
+                    self._pool = self._load_pool()
+            return self._pool
+
+    def _load_pool(self) -> FactPool | None:
+        count = self._facts.count_rows(fact_filter(self.book, self.character))
+        if count > self.pool_max_rows:
+            log.info("%s sees %d facts of %s (more than %d): dense search goes through LanceDB.",
+                     self.character, count, self.book, self.pool_max_rows)
+            return None
+        try:
+            return FactPool.load(self._facts, self.book, self.character, self._fact_columns)
+        except MemoryError:
+            log.warning("No memory for %s's %d facts: dense search goes through LanceDB.", self.character, count)
+            return None
 
     def _fts_ready(self) -> bool:
         if self._fts is None:
@@ -343,17 +534,21 @@ class MemoryReader:
         where = fact_filter(self.book, self.character, as_of)
         limit = k + len(excluded)
         vectors = self._embed(cleaned)
+        pool = self.fact_pool()
         merged: dict[str, dict[str, Any]] = {}
         for probe, vector in zip(cleaned, vectors):
-            for row in self._probe(probe, vector, where, limit, k, excluded, as_of):
+            for row in self._probe(probe, vector, where, limit, k, excluded, as_of, pool):
                 held = merged.get(row["fact_id"])
                 if held is None or row["score"] > held["score"]:
                     merged[row["fact_id"]] = row
         return sorted(merged.values(), key=lambda r: (-r["score"], r.get("source_start") or 0, r["fact_id"]))
 
     def _probe(self, probe: str, vector: np.ndarray, where: str, limit: int, k: int, excluded: set[str],
-               as_of: int | None) -> list[dict[str, Any]]:
-        dense = dense_search(self._facts, vector, where, limit, self._fact_columns, ivf_flat=self._ivf_flat)
+               as_of: int | None, pool: FactPool | None) -> list[dict[str, Any]]:
+        if pool is not None:
+            dense = pool.search(vector, limit, as_of)
+        else:
+            dense = dense_search(self._facts, vector, where, limit, self._fact_columns, ivf_flat=self._ivf_flat)
         rows = {row["fact_id"]: row for row in dense}
         if self._fts_ready():
             try:

@@ -284,3 +284,203 @@ def test_demo_story_retrieval_for_elspeth_vane_stays_in_her_visibility():
     cut = cut_offset(DEMO_SLUG, chapter=2)
     assert all(r["known_from"] <= cut for r in reader.vis_retrieve(probes, k=8, as_of=cut))
     assert {r["character"] for r in reader.anchor("the harbour register", k=5)} == {"elspeth-vane"}
+
+
+# ---------------------------------------------------------------- the in-memory pool against LanceDB
+
+POOL_CHARACTERS = ["ada", "ben", "cy", "o'neil", "dora"]
+
+
+class TableEmbedder:
+    """Probe text -> a stored vector: random probes for random tables."""
+
+    name = "table"
+    dim = 384
+
+    def __init__(self, vectors: dict[str, np.ndarray]):
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.vectors[t] for t in texts]).astype(np.float32)
+
+
+def _random_table(uri: str, seed: int, ties: bool, rows: int = 400) -> tuple[list[dict[str, Any]],
+                                                                             dict[str, np.ndarray]]:
+    """Random unnormalised vectors (one zero; with `ties` some duplicated), random visibility lists of one to
+    three characters in any order, `visible_from` entries sometimes null or missing, another book's rows too."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((rows, 384)).astype(np.float32) * rng.uniform(0.5, 3.0, (rows, 1)).astype(np.float32)
+    for n in range(0, rows, 37 if ties else rows):
+        vectors[n + 1] = vectors[n]  # exact ties: the flat scan and the pool both rank them in table order
+    vectors[5] = 0.0  # LanceDB's cosine search never returns a zero vector
+    facts = []
+    for n in range(rows):
+        seen = list(rng.choice(POOL_CHARACTERS, size=int(rng.integers(1, 4)), replace=False))
+        start = int(rng.integers(0, 10_000))
+        since: list[int | None] = [start + int(rng.choice([0, 0, 500, 3000])) for _ in seen]
+        if rng.random() < 0.05:
+            since[int(rng.integers(len(seen)))] = None
+        if rng.random() < 0.05:
+            since = since[:-1]
+        row: dict[str, Any] = {name: None for name in FACTS.names}
+        row.update(book=BOOK if n % 10 else "other", character="", fact_id=f"f{n:04d}", scene_id=n // 20,
+                   text=f"fact {n}", evidence=f"evidence {n}", source_start=start, source_end=start + 40,
+                   visibility=seen, routes=["observation"] * len(seen), visible_from=since, common=False,
+                   method="test", vector=[float(x) for x in vectors[n]])
+        facts.append(row)
+    store = LanceStore(uri)
+    for book in (BOOK, "other"):
+        store.write("facts", PartitionRef(book), [f for f in facts if f["book"] == book], FACTS)
+    for character in POOL_CHARACTERS:
+        store.write("episodes", PartitionRef(BOOK, character), [episode_row(character, 1, 0, 100, "scene")], EPISODES)
+    probes = {f"probe {n}": rng.standard_normal(384).astype(np.float32) for n in range(6)}
+    probes.update({f"copy of f{n:04d}": vectors[n] * 2 for n in (0, 37, 74, 5)})
+    return facts, probes
+
+
+def _assert_same(memory: list[dict[str, Any]], lancedb: list[dict[str, Any]]) -> None:
+    assert _ids(memory) == _ids(lancedb)
+    for a, b in zip(memory, lancedb):
+        assert a["score"] == pytest.approx(b["score"], abs=1e-5)
+        assert a["similarity"] == pytest.approx(b["similarity"], abs=1e-5)
+        assert {k: v for k, v in a.items() if k not in ("score", "similarity")} == \
+               {k: v for k, v in b.items() if k not in ("score", "similarity")}
+
+
+@pytest.mark.parametrize(("seed", "vector_index_min_rows", "ties"), [
+    (0, 5000, True), (1, 5000, True),  # flat scan: exact ties ranked in table order, as the pool ranks them
+    (2, 0, False),  # IVF_FLAT probed everywhere: exact, but it ranks exact ties in partition order
+])
+def test_the_in_memory_pool_returns_what_the_lancedb_query_returns(tmp_path, seed, vector_index_min_rows, ties):
+    uri = str(tmp_path / "lancedb")
+    facts, probes = _random_table(uri, seed, ties)
+    embedder = TableEmbedder(probes)
+    rng = np.random.default_rng(seed)
+    options: dict[str, Any] = dict(uri=uri, hybrid=False, vector_index_min_rows=vector_index_min_rows)
+    for character in POOL_CHARACTERS:
+        memory = MemoryReader(BOOK, character, embedder, **options)
+        lancedb = MemoryReader(BOOK, character, embedder, pool="lancedb", **options)
+        pool = memory.fact_pool()
+        assert pool is not None and lancedb.fact_pool() is None
+        visible = {f["fact_id"] for f in facts if f["book"] == BOOK and character in f["visibility"]}
+        assert len(pool) == len(visible) - ("f0005" in visible)  # the zero vector is left out
+        for as_of in (None, 0, 3000, 20_000):
+            for text in probes:
+                expected = lancedb.vis_retrieve([text], k=5, as_of=as_of)
+                assert set(_ids(expected)) <= visible
+                _assert_same(memory.vis_retrieve([text], k=5, as_of=as_of), expected)
+            for k in (1, 40):
+                excluded = set(rng.choice(sorted(visible), size=8, replace=False)) | set(_ids(expected)[:3])
+                several = list(probes)[:3] + list(probes)[-2:]
+                _assert_same(memory.vis_retrieve(several, k=k, as_of=as_of, exclude=excluded),
+                             lancedb.vis_retrieve(several, k=k, as_of=as_of, exclude=excluded))
+
+
+def test_the_pool_is_read_once_per_character_and_capped(uri):
+    reader = MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, hybrid=False)
+    pool = reader.fact_pool()
+    assert pool is not None and reader.fact_pool() is pool and pool.character == "ada"
+    assert len(pool) == 34 and pool.nbytes >= 34 * 384 * 4
+    # by 1000 the key and the harbourmaster; by 5000 the wicks and the account read out at 5000; then the vote
+    assert (pool.admitted(1000), pool.admitted(4999), pool.admitted(5000), pool.admitted()) == (2, 32, 33, 34)
+    reader.character = "ben"  # a reader re-pointed at another character reads that character's set
+    ben = reader.fact_pool()
+    assert ben is not None and ben.character == "ben" and len(ben) == 3
+    capped = MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, hybrid=False, pool_max_rows=10)
+    assert capped.fact_pool() is None  # 34 facts > 10: LanceDB answers, with the same results
+    probes = ["lighthouse key", ACCOUNT, "lamp oil wick"]
+    fresh = MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, hybrid=False)
+    _assert_same(fresh.vis_retrieve(probes, k=5, as_of=5500), capped.vis_retrieve(probes, k=5, as_of=5500))
+    with pytest.raises(ValueError, match="pool"):
+        MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, pool="faiss")  # type: ignore[arg-type]
+
+
+def _assert_same_up_to_ties(memory: list[dict[str, Any]], lancedb: list[dict[str, Any]], tie: float = 1e-6) -> None:
+    """The same scores rank by rank; the same ids in the same order, except among facts whose cosines are equal
+    up to float rounding (the hashing embedder's bags of words tie exactly in arithmetic, and each path breaks
+    such a tie by the last bit of its own sum): those may come in another order, or swap at the k-th place."""
+    assert len(memory) == len(lancedb)
+    assert [r["score"] for r in memory] == pytest.approx([r["score"] for r in lancedb], abs=tie)
+    groups: list[list[int]] = []
+    for n, row in enumerate(lancedb):
+        if groups and abs(row["score"] - lancedb[groups[-1][-1]]["score"]) <= tie:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    for group in groups:
+        if group[-1] < len(lancedb) - 1:  # the last run may be cut at k differently
+            assert {memory[n]["fact_id"] for n in group} == {lancedb[n]["fact_id"] for n in group}
+    held = {r["fact_id"]: r for r in lancedb}
+    for row in memory:
+        if row["fact_id"] in held:
+            _assert_same([row], [held[row["fact_id"]]])
+
+
+class CachedEmbedder:
+    def __init__(self, embedder: Any):
+        self.embedder, self.name, self.dim = embedder, embedder.name, embedder.dim
+        self.cache: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in texts if t not in self.cache]
+        if missing:
+            self.cache.update(zip(missing, self.embedder.embed(missing)))
+        return np.stack([self.cache[t] for t in texts])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("embedder_name", ["all-MiniLM-L6-v2", "hash"])
+def test_demo_story_pool_and_lancedb_query_agree_for_every_character(monkeypatch, embedder_name):
+    """The demo story built offline: dense and hybrid VIS-RETRIEVE through the pool and through LanceDB.
+
+    With all-MiniLM-L6-v2 the results are identical (ids, order, scores to 1e-6). With the hashing
+    embedder, facts sharing as many words with a probe tie in arithmetic, so dense results are the same
+    up to those ties, and hybrid results are identical wherever the dense rankings fused are.
+    """
+    from click.testing import CliRunner
+
+    from reveriemem.demo import DEMO_SLUG
+    from reveriemem.embeddings import open_embedder
+    from reveriemem.settings import lancedb_uri
+    from reveriemem_dagster.cli import main
+
+    monkeypatch.setenv("REVERIEMEM_EMBEDDER", embedder_name)
+    result = CliRunner().invoke(main, ["demo", "--lm", "none"])
+    assert result.exit_code == 0, result.output
+    store = LanceStore(lancedb_uri())
+    facts = store.read("facts", PartitionRef(DEMO_SLUG)).drop("vector").to_dicts()
+    focus = set(store.read("episodes", PartitionRef(DEMO_SLUG)).drop("vector")["character"])
+    characters = sorted({c for f in facts for c in f["visibility"]} & focus)
+    assert len(characters) >= 4
+    cuts = [None, cut_offset(DEMO_SLUG, chapter=2)]
+    probes = [f["text"] for f in facts[::40]] + ["Who took the Ledger of Lights?", "the Grey Heron's oil",
+                                                  "Osric's confession", "the Horn Lamp on the fourteenth"]
+    embedder = CachedEmbedder(open_embedder(embedder_name))
+    strict = embedder_name != "hash"
+    identical = 0
+    for character in characters:
+        readers = {(hybrid, pool): MemoryReader(DEMO_SLUG, character, embedder, hybrid=hybrid, pool=pool)
+                   for hybrid in (False, True) for pool in ("memory", "lancedb")}
+
+        def both(hybrid: bool, probe: str, as_of: int | None, exclude: set[str], k: int = 8,
+                 readers: dict = readers) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            memory, lancedb = (readers[hybrid, pool].vis_retrieve([probe], k=k, as_of=as_of, exclude=exclude)
+                               for pool in ("memory", "lancedb"))
+            return memory, lancedb
+
+        for as_of in cuts:
+            for probe in probes:
+                first = readers[False, "lancedb"].vis_retrieve([probe], k=8, as_of=as_of)
+                for excluded in (set(), set(_ids(first)[:3])):
+                    dense = both(False, probe, as_of, excluded)
+                    assert all(character in r["visibility"] for r in dense[0])
+                    if strict:
+                        _assert_same(*dense)
+                        _assert_same(*both(True, probe, as_of, excluded))
+                        continue
+                    _assert_same_up_to_ties(*dense)
+                    fused = both(False, probe, as_of, set(), k=8 + len(excluded))  # the dense ranking fused
+                    if _ids(fused[0]) == _ids(fused[1]):
+                        _assert_same(*both(True, probe, as_of, excluded))
+                        identical += 1
+    assert strict or identical > 0
