@@ -36,7 +36,7 @@ character_memory_job = dg.define_asset_job(
     description="Per-character memory of a book (one run per book|character pair).",
 )
 kbf_items_job = dg.define_asset_job(
-    "kbf_items",
+    "kbf_item_generation",
     selection=dg.AssetSelection.assets(evaluation_assets.kbf_items),
     partitions_def=book_character_partitions,
     description="KBF-QA items of one book|character pair, from its built memory.",
