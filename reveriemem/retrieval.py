@@ -25,13 +25,15 @@ stored. `MemoryReader(book, character, embedder)` reads one character's memory:
   it on random tables and on the demo story; only facts whose cosines are equal in arithmetic,
   as the hashing embedder's bags of words often are, may be ordered differently by the last
   bit of each sum). Measured (`benchmarks/retrieval_latency.py`, 2-core Xeon shared with other
-  jobs, load average 1.8 at start rising to 6; each character sees 15% of the facts; k = 8),
-  p50 / p95 of `vis_retrieve` for one dense probe with the pool loaded, against the per-query
-  LanceDB path: 10k facts 1.0 / 1.3 ms (LanceDB 16.9); 100k facts 8.3 / 12.4 ms, target 10
-  (LanceDB 32.0); 1M facts 56.6 / 76.7 ms, target 50, missed under that load (LanceDB 129.1;
-  the pool search alone 37.9 / 44.0 ms, and ~26 ms per 150k-row product on an idle core: it
-  reads the whole matrix, so it is bound by memory bandwidth). The one-time read: 0.05 s,
-  0.36 s (25 MB), 3.3 s (150k facts, 252 MB).
+  jobs, load average 4.3 at start, 3.8 at end; each character sees 15% of the facts; k = 8),
+  p50 / p95 of `vis_retrieve` for one dense probe with the pool loaded, timed in turn with the
+  per-query LanceDB path: 10k facts 1.7 / 5.2 ms (LanceDB 17.7); 100k facts 5.2 / 6.1 ms,
+  target 10 (LanceDB 30.4); 1M facts 34.0 / 38.0 ms, target 50 (LanceDB 147.4). The pool
+  search alone: 0.9, 1.6 and 34.7 ms. The one-time read: 0.04 s, 0.24 s (25 MB), 4.0 s (150k
+  facts, 252 MB). Each probe reads the whole matrix, so it is bound by memory bandwidth and
+  by the share of a core it gets: in an earlier run at load average 6-7, 8.1 / 10.4 ms at 100k
+  and 54.0 / 64.2 ms at 1M (target missed), timed back to back; ~26 ms per 150k-row product
+  on an idle core.
 - Memory: the pool holds rows x dim x 4 bytes of vectors plus the row fields (~1.7 KB per
   fact at 384-d: ~250 MB for the 150k facts a character sees of 1M); it belongs to the reader
   and is freed with it (`MemoryReader.fact_pool()` loads it early). Above `POOL_MAX_ROWS`
