@@ -252,6 +252,15 @@ def generate_items(book: Book, character: Character, fact_rows: Sequence[Mapping
     return _spread(by_split["KRf"], per_split) + _spread(by_split["KR"], per_split)
 
 
+def book_items(book: Book, fact_rows: Sequence[Mapping[str, Any]], entity_rows: Sequence[Mapping[str, Any]],
+               part: str | None = None) -> list[KBFItem]:
+    """The generated (cloze) items of every focus character of `book`, of one `part` when given:
+    the train part is what the offline readers calibrate on."""
+    items = [item for character in book.characters
+             for item in generate_items(book, character, fact_rows, entity_rows)]
+    return items if part is None else [item for item in items if item.provenance.get("part") == part]
+
+
 def model_item(book: Book, character: Character, row: Mapping[str, Any], split: str, mentions: _Mentions,
                handle: ModelHandle) -> KBFItem | None:
     """A model-drafted item for a SPOCV fact, or None when the draft fails a filter."""

@@ -2,7 +2,7 @@
 
 One place for the lexical view the item generator, the evidence answerer and the
 offline readers of the baselines share. `terms` folds case, curly quotes,
-possessives and common inflections ("lamps", "lamp's", "lamped" -> "lamp"), and
+ligatures and accents, possessives and common inflections ("lamps", "lamp's", "lamped" -> "lamp"), and
 drops function words; `Rarity` weights a term by its inverse document frequency
 over a collection of passages (the book's evidence), so "cask" counts for more
 than "door".
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -35,8 +36,18 @@ def stem(word: str) -> str:
     return word
 
 
+_LIGATURES = str.maketrans({"æ": "ae", "œ": "oe", "ß": "ss", "ø": "o", "đ": "d", "ł": "l", "’": "'", "‘": "'"})
+
+
+def fold(text: str) -> str:
+    """Case, curly quotes, ligatures and accents folded away: "Hæmoglobin" -> "haemoglobin",
+    "Bohème" -> "boheme" (a question typed without the book's accents still meets it)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_LIGATURES))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text.casefold().replace("’", "'").replace("‘", "'"))
+    return _TOKEN.findall(fold(text))
 
 
 def terms(text: str) -> list[str]:

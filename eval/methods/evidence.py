@@ -14,7 +14,7 @@ the book supports any option (below the floor), it refuses (E). The threshold
 and floor are calibrated to the highest KBF on the train part of the book's
 generated items (`eval.generate`, `provenance.part == "train"`), never on the
 items being judged, and saved in the method's work folder; a second run reuses
-them. Everything is deterministic.
+them (unless they were made by another version of the answerer). Everything is deterministic.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval.generate import generate_items
+from eval.generate import book_items
 from eval.items import REFUSAL_LETTER, REFUSAL_OPTION, KBFItem
 from eval.lexical import Rarity
 from eval.memory import BookMemory, load_book_memory, passage_of
@@ -33,7 +33,7 @@ from eval.methods.base import Answer, MethodContext
 from eval.metrics import kbf
 from eval.reader import SupportIndex, best_option
 
-METHOD = "heuristic:evidence-answerer-v1"
+METHOD = "heuristic:evidence-answerer-v2"  # a saved calibration of another version is redone
 CALIBRATION_FILE = "calibration.json"
 FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2)
 
@@ -62,6 +62,7 @@ class Calibration:
     n_train: int
     kbf_train: float
     source: str
+    method: str = METHOD  # the answerer version it was calibrated for
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -136,19 +137,14 @@ class EvidenceAnswerer:
         path = self.ctx.work_dir / CALIBRATION_FILE
         if path.is_file():
             data = json.loads(path.read_text(encoding="utf-8"))
-            return Calibration(**data)
-        items = [i for i in self.training_items() if i.provenance.get("part") == "train"]
+            if data.get("method") == METHOD:
+                return Calibration(**data)
+        assert self.memory is not None
+        items = book_items(self.ctx.book, self.memory.facts, self.memory.entities, part="train")
         calibration = calibrate(self, items, source=f"generated items of {self.ctx.book.slug}, train part")
         self.ctx.work_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(calibration.to_dict(), indent=2), encoding="utf-8")
         return calibration
-
-    def training_items(self) -> list[KBFItem]:
-        assert self.memory is not None
-        items: list[KBFItem] = []
-        for character in self.ctx.book.characters:
-            items += generate_items(self.ctx.book, character, self.memory.facts, self.memory.entities)
-        return items
 
 
 def calibrate(answerer: EvidenceAnswerer, items: Sequence[KBFItem], source: str = "") -> Calibration:
