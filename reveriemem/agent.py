@@ -682,9 +682,12 @@ class ReverieAgent:
         return self.character.name + (f" (also called {', '.join(others)})" if others else "")
 
     def respond(self, question: str, history: Sequence[str | tuple[str, str]] = (),
-                state: AgentState | None = None, as_of: int | None = None) -> Turn:
+                state: AgentState | None = None, as_of: int | None = None, probes: Sequence[str] = ()) -> Turn:
         """Answer `question` as the character; `history` is the conversation so far,
-        as lines or (speaker, text) pairs; `as_of` bounds memory to a point of the story."""
+        as lines or (speaker, text) pairs; `as_of` bounds memory to a point of the story.
+        `probes` are further look-ups for the deterministic chain (no model), issued after
+        the question, one round each (e.g. the question read with each option of a
+        multiple-choice item); with a model, Self-Probe writes the probes and these are unused."""
         question = " ".join(question.split())
         if not question:
             raise ValueError("The question is empty: ask the character something.")
@@ -692,7 +695,7 @@ class ReverieAgent:
         start = state if state is not None else self.state
         run = _TurnLog()
         if self.handle.lm is None:
-            reasoning = self._extractive_chain(run, question, as_of)
+            reasoning = self._extractive_chain(run, question, as_of, probes)
             personality = self._personality_track(run, question, lines, start, as_of)
             reply, used, stop = self._extract(question, reasoning.pool)
             reasoning.stop_reason = stop
@@ -794,13 +797,25 @@ class ReverieAgent:
             dropped += lost
         return _Reasoning(anchored, scene_memory, rounds, list(pool.values()), n, stop, dropped)
 
-    def _extractive_chain(self, run: _TurnLog, question: str, as_of: int | None) -> _Reasoning:
+    def _extractive_chain(self, run: _TurnLog, question: str, as_of: int | None,
+                          probes: Sequence[str] = ()) -> _Reasoning:
         anchored, scene_memory = self._anchor(run, question, as_of)
         pool: dict[str, dict[str, Any]] = {}
-        new, dropped = self._retrieve(run, 1, question, as_of, pool)
-        record = ProbeRound(round=1, refined_question=question, proposed="", probe=question, sufficient=None,
-                            new_facts=new, note="no model: the question itself is the probe")
-        return _Reasoning(anchored, scene_memory, [record], list(pool.values()), 1, "extractive", dropped)
+        rounds: list[ProbeRound] = []
+        dropped = 0
+        seen: set[str] = set()
+        for probe in [question, *probes]:
+            probe = " ".join(str(probe).split())
+            if not _probe_key(probe) or _probe_key(probe) in seen:
+                continue
+            seen.add(_probe_key(probe))
+            n = len(rounds) + 1
+            new, lost = self._retrieve(run, n, probe, as_of, pool)
+            dropped += lost
+            note = "no model: the question itself is the probe" if n == 1 else "no model: a probe the caller gave"
+            rounds.append(ProbeRound(round=n, refined_question=question, proposed="", probe=probe, sufficient=None,
+                                     new_facts=new, note=note))
+        return _Reasoning(anchored, scene_memory, rounds, list(pool.values()), len(rounds), "extractive", dropped)
 
     def _extract(self, question: str, pool: list[dict[str, Any]]) -> tuple[str, list[str], str]:
         """The fact most similar to the question among those at least `min_score` similar

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from eval.generate import book_items
 from eval.items import gold_items
 from eval.lexical import Rarity
+from eval.memory import load_book_memory
 from eval.methods.base import MethodContext
 from eval.methods.evidence import CALIBRATION_FILE, EvidenceAnswerer
 from eval.metrics import kbf
@@ -42,6 +46,19 @@ def test_an_option_scores_by_what_it_adds_over_the_question(demo_book) -> None:
     assert all(s.score < score / 2 for k, s in support.items() if k != letter)  # "the cask" alone is not enough
 
 
+def test_an_option_typed_without_the_books_ligatures_and_accents_meets_them(demo_book) -> None:
+    passages = ["\u201cI have found a re-agent which is precipitated by h\u00e6moglobin, and by nothing else.\u201d",
+                "I sat up reading Murger\u2019s Vie de Boh\u00e8me until the small hours."]
+    index = SupportIndex(passages, Rarity(passages), window=1)
+    [item] = gold_items(demo_book, [{
+        "id": "x1", "character": "Mara", "split": "KRf", "question": "What does the new re-agent react to?",
+        "options": ["Arsenic", "Strychnine", "Vegetable alkaloids", "Haemoglobin only",
+                    "I cannot answer this from my own knowledge."], "gold": "D"}])
+    support = index.support(item, ["Mara"])
+    assert best_option(support)[0] == "D" and support["D"].passage == 0
+    assert support["D"].score > 0 and all(support[k].score == 0 for k in "ABC")
+
+
 def test_calibrated_on_train_only_and_judged_on_held_out(built_demo) -> None:
     answerer = _answerer(built_demo)
     seen: list[str] = []
@@ -52,7 +69,8 @@ def test_calibrated_on_train_only_and_judged_on_held_out(built_demo) -> None:
     assert seen and set(seen) == {"train"}  # the threshold never saw a held-out item
     saved = json.loads((answerer.ctx.work_dir / CALIBRATION_FILE).read_text())
     assert saved["n_train"] == len(seen) and "train part" in saved["source"]
-    held_out = [i for i in answerer.training_items() if i.provenance["part"] == "held-out"]
+    assert answerer.memory is not None
+    held_out = book_items(answerer.ctx.book, answerer.memory.facts, answerer.memory.entities, part="held-out")
     krf, kr, score = _scores(answerer, held_out)
     assert score >= 0.75, (krf, kr, score)
 
@@ -70,3 +88,35 @@ def test_hand_written_demo_items(built_demo) -> None:
     items = gold_items(answerer.ctx.book, demo_gold()["items"])
     krf, kr, score = _scores(answerer, items)
     assert krf >= 0.45 and kr >= 0.6 and score >= 0.55, (krf, kr, score)
+
+
+@pytest.mark.slow
+def test_reveriemem_offline_reads_its_own_bounded_recall(built_demo) -> None:
+    """Without a model ReverieMem probes with the question and with each option, reads only what
+    its bounded chain recalled, and refuses below a floor calibrated on train items only."""
+    from eval.methods.reveriemem import CALIBRATION_FILE as FLOOR_FILE
+    from eval.methods.reveriemem import ReverieMemMethod
+
+    book = load_book(built_demo)
+    ctx = MethodContext(book=book, handle=open_model("none"), embedder=HashEmbedder(),
+                        work_dir=data_home() / "eval-work" / "reveriemem")
+    method = ReverieMemMethod(ctx)
+    method.prepare()
+    saved = json.loads((ctx.work_dir / FLOOR_FILE).read_text())
+    assert saved["floor"] == method.floor and saved["n_train"] > 0 and "train part" in saved["source"]
+
+    items = gold_items(book, demo_gold()["items"])
+    answers = {i.id: method.answer(i) for i in items}
+    facts = {row["fact_id"]: row for row in load_book_memory(book.slug).facts}
+    for item in items:
+        answer = answers[item.id]
+        slug = book.character(item.character).slug
+        assert all(slug in facts[f]["visibility"] for f in answer.detail["facts"])  # never outside F_c
+        assert answer.detail["exit_round"] == 5  # the question, then the question with each option
+    krf = sum(answers[i.id].choice == i.gold for i in items if i.split == "KRf") / 15
+    kr = sum(answers[i.id].choice == i.gold for i in items if i.split == "KR") / 15
+    assert krf >= 0.4 and kr >= 0.4, (krf, kr)  # chance: KRf 1/5; always refusing scores KRf 0
+
+    again = ReverieMemMethod(ctx)  # reuses the saved floor and answers identically
+    assert [again.answer(i).choice for i in items] == [answers[i.id].choice for i in items]
+    assert again.floor == method.floor
