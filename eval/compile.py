@@ -305,7 +305,7 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
     block = {
         "before": {METHOD: before.entry(model)}, "after": {METHOD: after.entry(model)}, "split": SPLIT,
         "optimizer": OPTIMIZERS[optimizer], "model": model, "train": len(train), "heldout": len(heldout),
-        "program": str(out), "max_demos": max_demos, "demos": loaded.demos, "note": note,
+        "program": _shown(out), "max_demos": max_demos, "demos": loaded.demos, "note": note,
         "created": about["created"], "book": book.slug, "compile_seconds": round(compile_seconds, 1),
         "answers": {"gold": {str(e.id): str(e.gold) for e in heldout}, "before": before.letters,
                     "after": after.letters},
@@ -313,6 +313,15 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
     summary = summary_path(out)
     _write_json(summary, block)
     return CompileOutcome(out, summary, compiled_block(summary) or block, loaded)
+
+
+def _shown(path: Path) -> str:
+    """A path as the summary records it: relative to the working folder when inside it (a
+    summary committed beside its program names no one's home folder)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _line(scores: Scores) -> str:
