@@ -30,7 +30,7 @@ from eval.items import REFUSAL_LETTER, REFUSAL_OPTION, KBFItem
 from eval.lexical import Rarity
 from eval.memory import BookMemory, load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
-from eval.metrics import kbf
+from eval.metrics import score as scores
 from eval.reader import SupportIndex, best_option
 
 METHOD = "heuristic:evidence-answerer-v2"  # a saved calibration of another version is redone
@@ -165,8 +165,4 @@ def calibrate(answerer: EvidenceAnswerer, items: Sequence[KBFItem], source: str 
 
 
 def _kbf_at(readings: Sequence[tuple[KBFItem, Reading]], threshold: float, floor: float) -> float:
-    krf = [r.decide(threshold, floor) == item.gold for item, r in readings if item.split == "KRf"]
-    kr = [r.decide(threshold, floor) == item.gold for item, r in readings if item.split == "KR"]
-    krf_acc = sum(krf) / len(krf) if krf else None
-    kr_acc = sum(kr) / len(kr) if kr else None
-    return kbf(krf_acc, kr_acc, len(krf), len(kr)) or 0.0
+    return scores([(item.split, r.decide(threshold, floor) == item.gold) for item, r in readings]).kbf or 0.0

@@ -35,7 +35,7 @@ from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, KBFItem, 
 from eval.lexical import Rarity
 from eval.memory import load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
-from eval.metrics import kbf
+from eval.metrics import score as scores
 from eval.reader import SupportIndex, best_option
 from reveriemem.agent import LAYERS, ReverieAgent, Turn
 from reveriemem.retrieval import MemoryReader
@@ -161,9 +161,7 @@ def calibrate_floor(readings: Sequence[tuple[KBFItem, OfflineReading]]) -> tuple
         return DEFAULT_FLOOR, 0.0
     best = (-1.0, DEFAULT_FLOOR)
     for floor in sorted({0.0} | {round(r.support, 4) for _, r in readings}):
-        krf = [r.decide(floor) == item.gold for item, r in readings if item.split == "KRf"]
-        kr = [r.decide(floor) == item.gold for item, r in readings if item.split == "KR"]
-        score = kbf(sum(krf) / len(krf) if krf else None, sum(kr) / len(kr) if kr else None, len(krf), len(kr)) or 0.0
+        score = scores([(item.split, r.decide(floor) == item.gold) for item, r in readings]).kbf or 0.0
         if score > best[0] + 1e-12:
             best = (score, floor)
     return best[1], best[0]
