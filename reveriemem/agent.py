@@ -805,10 +805,10 @@ class ReverieAgent:
         dropped = 0
         seen: set[str] = set()
         for probe in [question, *probes]:
-            probe = " ".join(str(probe).split())
-            if not _probe_key(probe) or _probe_key(probe) in seen:
+            probe, key = " ".join(str(probe).split()), _probe_key(probe)
+            if not key or key in seen:
                 continue
-            seen.add(_probe_key(probe))
+            seen.add(key)
             n = len(rounds) + 1
             new, lost = self._retrieve(run, n, probe, as_of, pool)
             dropped += lost

@@ -33,7 +33,7 @@ from typing import Any
 from eval.generate import book_items
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, KBFItem, render_question
 from eval.lexical import Rarity
-from eval.memory import load_book_memory, passage_of
+from eval.memory import BookMemory, load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
 from eval.metrics import score as scores
 from eval.reader import SupportIndex, best_option
@@ -140,7 +140,7 @@ class ReverieMemMethod:
 
     # -- calibration ----------------------------------------------------------
 
-    def _load_or_calibrate(self, memory: Any) -> float:
+    def _load_or_calibrate(self, memory: BookMemory) -> float:
         path = self.ctx.work_dir / CALIBRATION_FILE
         if path.is_file():
             saved = json.loads(path.read_text(encoding="utf-8"))
