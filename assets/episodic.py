@@ -10,10 +10,10 @@ import dagster as dg
 import polars as pl
 
 from assets.scenes import _usage_metadata
-from reveriemem.episodic import build_episodes
-from reveriemem.registry import load_book
-from reveriemem.schemas import EPISODES
-from reveriemem.storage import frame
+from reveriemem.core.registry import load_book
+from reveriemem.core.schemas import EPISODES
+from reveriemem.core.storage import frame
+from reveriemem.source_to_memory.episodic import build_episodes
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 

@@ -15,10 +15,10 @@ import dagster as dg
 import polars as pl
 
 from eval.generate import generate_items
-from reveriemem.registry import load_book
-from reveriemem.schemas import KBF_ITEMS
-from reveriemem.settings import data_home
-from reveriemem.storage import ParquetStore, PartitionRef, frame
+from reveriemem.core.registry import load_book
+from reveriemem.core.schemas import KBF_ITEMS
+from reveriemem.core.settings import data_home
+from reveriemem.core.storage import ParquetStore, PartitionRef, frame
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 

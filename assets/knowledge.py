@@ -17,8 +17,11 @@ import dagster as dg
 import polars as pl
 
 from assets.scenes import _usage_metadata
-from reveriemem import progress
-from reveriemem.knowledge import (
+from reveriemem.core import progress
+from reveriemem.core.registry import load_book
+from reveriemem.core.schemas import ENTITIES, FACTS, MEMBERSHIPS, SCENE_GRAPHS
+from reveriemem.core.storage import frame
+from reveriemem.source_to_memory.semantic import (
     EVIDENCE_METHOD,
     OFFLINE_ENTITY_METHOD,
     accounts_of,
@@ -34,13 +37,10 @@ from reveriemem.knowledge import (
     presences_from_rosters,
     relation_facts,
 )
-from reveriemem.knowledge import (
+from reveriemem.source_to_memory.semantic import (
     memberships as membership_statements,
 )
-from reveriemem.registry import load_book
-from reveriemem.schemas import ENTITIES, FACTS, MEMBERSHIPS, SCENE_GRAPHS
-from reveriemem.storage import frame
-from reveriemem.visibility import Membership
+from reveriemem.source_to_memory.visibility import Membership
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
@@ -61,7 +61,7 @@ def scene_graphs(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: p
     handle = lm.handle()
     before = handle.usage.summary()
     if handle.lm is None:
-        from reveriemem.knowledge import SceneGraph, scene_passages
+        from reveriemem.source_to_memory.semantic import SceneGraph, scene_passages
 
         graphs = [SceneGraph(p.scene_id, p.index, p.start, p.end, method="heuristic:no-model")
                   for scene_id, start, end in triples for p in scene_passages(book.text, scene_id, start, end)]

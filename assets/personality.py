@@ -12,13 +12,14 @@ import dagster as dg
 import polars as pl
 
 from assets.scenes import _usage_metadata
-from reveriemem import emotions, progress
-from reveriemem.analysis import BookReading
-from reveriemem.emotions import Line, annotate_lines
-from reveriemem.personality import build_patterns, pattern_rows
-from reveriemem.registry import Book, load_book
-from reveriemem.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS
-from reveriemem.storage import frame
+from reveriemem.core import progress
+from reveriemem.core.registry import Book, load_book
+from reveriemem.core.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS
+from reveriemem.core.storage import frame
+from reveriemem.source_to_memory import emotions
+from reveriemem.source_to_memory.emotions import Line, annotate_lines
+from reveriemem.source_to_memory.patterns import build_patterns, pattern_rows
+from reveriemem.source_to_memory.reading import BookReading
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 

@@ -10,13 +10,13 @@ for search; `utterances` (book): quoted speech with attributed speakers;
 import dagster as dg
 import polars as pl
 
-from reveriemem.analysis import BookReading
-from reveriemem.preparation import judge_rosters, prepare_scenes, roster_rows
-from reveriemem.registry import load_book
-from reveriemem.scenes import Span
-from reveriemem.schemas import CHARACTER_SCENES, ROSTERS, SCENES, UTTERANCES
-from reveriemem.storage import frame
-from reveriemem.text import normalise_space
+from reveriemem.core.registry import load_book
+from reveriemem.core.schemas import CHARACTER_SCENES, ROSTERS, SCENES, UTTERANCES
+from reveriemem.core.storage import frame
+from reveriemem.core.text import normalise_space
+from reveriemem.source_to_memory.preparation import judge_rosters, prepare_scenes, roster_rows
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.scenes import Span
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 

@@ -31,7 +31,7 @@ def main() -> None:
     os.environ.pop("DAGSTER_HOME", None)
     from click.testing import CliRunner
 
-    from reveriemem.demo import shipped_character_file
+    from reveriemem.core.demo import shipped_character_file
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.cli import main as cli
 
@@ -52,7 +52,7 @@ def main() -> None:
         rosters = report.metadata["scene_rosters"]
         utterances = report.metadata["utterances"]
         present = int(rosters.get("status_present_active", 0)) + int(rosters.get("status_present_silent", 0))
-        from reveriemem.registry import load_book
+        from reveriemem.core.registry import load_book
 
         book = load_book(slug)
         print(f"{slug:32} {book.info['body_words']:>7} {len(book.characters):>5} {scenes['scenes']:>6} "

@@ -6,7 +6,7 @@ Defaults to A Study in Scarlet from ../shared/books with its five focus
 characters. Prints:
 1. the LLM build's model calls and prompt/completion tokens per book token,
    from a dry run with a recording stand-in model (no real model is called;
-   answer sizes are the assumptions `reveriemem.estimate.ANSWER_SIZES` lists;
+   answer sizes are the assumptions `reveriemem.source_to_memory.estimate.ANSWER_SIZES` lists;
    tokens counted with cl100k_base), against the target of 5 prompt tokens
    per book token;
 2. the offline build's wall time (no model, real embedder) against the
@@ -47,10 +47,10 @@ def main() -> None:
     import polars as pl
     from click.testing import CliRunner
 
-    from reveriemem.estimate import ANSWER_SIZES, dry_run
-    from reveriemem.registry import load_book
-    from reveriemem.settings import data_home, lancedb_uri
-    from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.registry import load_book
+    from reveriemem.core.settings import data_home, lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.source_to_memory.estimate import ANSWER_SIZES, dry_run
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.cli import main as cli
 

@@ -3,7 +3,7 @@
     python benchmarks/retrieval_latency.py [--sizes 10000,100000,1000000] [--queries 50] [--fts]
 
 For each size, a temporary LanceDB `facts` table with the project's schema
-(`reveriemem.schemas.FACTS`): 384-d random unit float32 vectors, visibility lists
+(`reveriemem.core.schemas.FACTS`): 384-d random unit float32 vectors, visibility lists
 of one or two of 10 characters (each character sees about 15% of the facts),
 `visible_from` aligned with them, written in batches of 100,000 rows. Prints the
 machine, then for each size the median and p95 latency (ms, over `--queries`
@@ -15,7 +15,7 @@ queries after warm-up, k = 8) of:
 - `bounded+as_of`: the same with a cut point in the middle of the story;
 
 under three index configurations: `none` (flat scan); `scalar` (the scalar
-indexes `reveriemem.retrieval.prepare_fact_indexes` makes: LABEL_LIST on
+indexes `reveriemem.inference.retrieval.prepare_fact_indexes` makes: LABEL_LIST on
 `visibility`, BITMAP on `book`, BTREE on `source_start`; flat scan); and
 `scalar+IVF_FLAT` (plus the IVF_FLAT index MemoryReader builds for tables of
 5,000 rows or more, probed in every partition, so still exact: the script
@@ -63,8 +63,10 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import cpu_model  # noqa: E402
-from reveriemem.embeddings import HashEmbedder  # noqa: E402
-from reveriemem.retrieval import (  # noqa: E402
+from reveriemem.core.embeddings import HashEmbedder  # noqa: E402
+from reveriemem.core.schemas import EMBEDDING_DIM, EPISODES, FACTS  # noqa: E402
+from reveriemem.core.storage import LanceStore, PartitionRef  # noqa: E402
+from reveriemem.inference.retrieval import (  # noqa: E402
     ALL_PARTITIONS,
     FactPool,
     MemoryReader,
@@ -72,8 +74,6 @@ from reveriemem.retrieval import (  # noqa: E402
     fact_filter,
     prepare_fact_indexes,
 )
-from reveriemem.schemas import EMBEDDING_DIM, EPISODES, FACTS  # noqa: E402
-from reveriemem.storage import LanceStore, PartitionRef  # noqa: E402
 
 BOOK = "synthetic"
 CHARACTERS = [f"character-{n:02d}" for n in range(10)]
@@ -300,9 +300,9 @@ def _demo_recall(embedder_name: str, k: int) -> None:
 
     from click.testing import CliRunner
 
-    from reveriemem.demo import DEMO_SLUG, demo_gold
-    from reveriemem.embeddings import open_embedder
-    from reveriemem.settings import lancedb_uri
+    from reveriemem.core.demo import DEMO_SLUG, demo_gold
+    from reveriemem.core.embeddings import open_embedder
+    from reveriemem.core.settings import lancedb_uri
     from reveriemem_dagster.cli import main as cli
 
     result = CliRunner().invoke(cli, ["demo", "--lm", "none"])

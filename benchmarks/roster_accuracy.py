@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from eval.rosters import score_rosters
-from reveriemem.analysis import BookReading
-from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path, demo_gold
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path, demo_gold
+from reveriemem.core.registry import prepare_book
 from reveriemem.models import open_model
-from reveriemem.registry import prepare_book
+from reveriemem.source_to_memory.reading import BookReading
 
 
 def main() -> None:

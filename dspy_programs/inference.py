@@ -1,6 +1,6 @@
 """The character agent's prompts as DSPy programs (paper: "Inference Pipeline").
 
-The paper's pipeline drives one reply of `reveriemem.agent.ReverieAgent` with
+The paper's pipeline drives one reply of `reveriemem.inference.agent.ReverieAgent` with
 three prompts:
 
 - `SelfProbe`: the scene-guided detail reconstruction. Each round reads the
@@ -14,7 +14,7 @@ three prompts:
   notes and the facts the retrieval admitted.
 
 Emo-Gate and Emo-Transition are operations of the personality track, not
-prompts: the agent decides them deterministically (`reveriemem.agent.emotion_gate`
+prompts: the agent decides them deterministically (`reveriemem.inference.agent.emotion_gate`
 and `emotion_transition`, from the lexicon annotator and the character's
 emotion-transition record). `EmoGate` and `EmoTransition` below are the
 optional model-based variants, used only with `ReverieAgent(...,

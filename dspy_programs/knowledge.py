@@ -4,7 +4,7 @@ One call per passage of a scene returns the entities first and then the
 relations among them (the extract-then-relate order, in a single prompt so a
 scene's text is sent once), plus any earlier account the passage has someone
 read out or retell. Who could know each relation is not asked of the model:
-`reveriemem.visibility` works that out from the source text; the model only
+`reveriemem.source_to_memory.visibility` works that out from the source text; the model only
 reports what the text says about who took part, who saw it, and whether it
 was announced to an organisation.
 """

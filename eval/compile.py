@@ -57,18 +57,18 @@ import dspy
 
 from eval.items import LETTERS, KBFItem, render_question
 from eval.metrics import Scores, is_correct, predicted_letter, score, weighted_metric
-from reveriemem.agent import (
+from reveriemem.core.embeddings import Embedder, open_embedder
+from reveriemem.core.errors import ModelOutputError, ReverieMemError
+from reveriemem.core.registry import Book, load_book
+from reveriemem.inference.agent import (
     DEFAULT_COMPILED,
     CompiledProgramError,
     InferencePrograms,
     ReverieAgent,
     compiled_path,
 )
-from reveriemem.embeddings import Embedder, open_embedder
-from reveriemem.errors import ModelOutputError, ReverieMemError
+from reveriemem.inference.retrieval import MemoryReader
 from reveriemem.models import ModelHandle, open_model
-from reveriemem.registry import Book, load_book
-from reveriemem.retrieval import MemoryReader
 
 log = logging.getLogger(__name__)
 
@@ -350,7 +350,7 @@ def compiled_block(path: Path, model: str | None = None) -> dict[str, Any] | Non
     `path` is a run folder (its `compiled.json`, when present, wins), a compiled
     program (its `<stem>.compiled.json`) or such a summary itself. For a run
     folder without one, the summary beside the compiled program the agent
-    loads (`reveriemem.agent.compiled_path()`) is used, unless `model` is
+    loads (`reveriemem.inference.agent.compiled_path()`) is used, unless `model` is
     "none" (the agent then calls no prompt)."""
     path = Path(path)
     candidates: list[Path] = []

@@ -35,10 +35,10 @@ from typing import Any
 
 from eval.items import LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, ItemFileError, KBFItem, validate
 from eval.lexical import overlap, term_set
-from reveriemem.characters import Character
-from reveriemem.errors import ModelOutputError
+from reveriemem.core.characters import Character
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.registry import Book
 from reveriemem.models import ModelHandle, run_program
-from reveriemem.registry import Book
 
 CLOZE_METHOD = "heuristic:cloze-v1"
 BLANK = "_____"

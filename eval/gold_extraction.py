@@ -16,8 +16,11 @@ from typing import Any
 import polars as pl
 
 from eval.rosters import gold_scene_spans
-from reveriemem.analysis import BookReading
-from reveriemem.knowledge import (
+from reveriemem.core.registry import Book
+from reveriemem.models import FakeModel
+from reveriemem.source_to_memory.preparation import roster_rows
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.semantic import (
     accounts_of,
     assign_visibility,
     canonical_entities,
@@ -26,9 +29,6 @@ from reveriemem.knowledge import (
     presences_from_rosters,
     relation_facts,
 )
-from reveriemem.models import FakeModel
-from reveriemem.preparation import roster_rows
-from reveriemem.registry import Book
 
 
 def _normal(text: str) -> str:
@@ -117,7 +117,7 @@ def score_gold_visibility(book: Book, gold: dict[str, Any]) -> VisibilityScore:
     facts = relation_facts(book, table, graphs)
     assign_visibility(facts, presences_from_rosters(rosters), accounts_of(graphs),
                       [m for m, _ in memberships(table, graphs)], [c.slug for c in book.characters])
-    from reveriemem.visibility import strongest
+    from reveriemem.source_to_memory.visibility import strongest
 
     name = {c.slug: c.name for c in book.characters}
     by_key = {(f.subject, f.predicate, f.object): f for f in facts}

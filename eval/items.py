@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reveriemem.errors import ReverieMemError
-from reveriemem.registry import Book
+from reveriemem.core.errors import ReverieMemError
+from reveriemem.core.registry import Book
 
 LETTERS = ("A", "B", "C", "D", "E")
 ANSWER_LETTERS = LETTERS[:4]

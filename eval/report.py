@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from eval import paper_figures as paper
-from reveriemem.errors import ReverieMemError
+from reveriemem.core.errors import ReverieMemError
 
 SUMMARY_NAME = "summary.json"
 RESULTS_NAME = "results.parquet"

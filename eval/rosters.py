@@ -6,10 +6,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from reveriemem.analysis import BookReading
 from reveriemem.models import ModelHandle
-from reveriemem.preparation import judge_rosters, prepare_scenes
-from reveriemem.scenes import Span
+from reveriemem.source_to_memory.preparation import judge_rosters, prepare_scenes
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.scenes import Span
 
 
 @dataclass

@@ -45,11 +45,11 @@ from eval.methods.base import Answer, Method, MethodContext
 from eval.methods.reveriemem import VARIANTS, ReverieMemMethod
 from eval.metrics import summarise
 from eval.report import write_report
-from reveriemem.embeddings import Embedder, open_embedder
-from reveriemem.errors import ModelOutputError, ReverieMemError
+from reveriemem.core.embeddings import Embedder, open_embedder
+from reveriemem.core.errors import ModelOutputError, ReverieMemError
+from reveriemem.core.registry import Book, load_book
+from reveriemem.core.settings import data_home
 from reveriemem.models import ModelHandle, open_model
-from reveriemem.registry import Book, load_book
-from reveriemem.settings import data_home
 
 RESULT_COLUMNS = ["method", "model", "book", "character", "item_id", "split", "part", "item_method", "gold",
                   "choice", "correct", "matched_by", "reply", "error", "calls", "prompt_tokens",

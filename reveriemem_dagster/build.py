@@ -21,11 +21,11 @@ from typing import Any
 import dagster as dg
 import pyarrow.parquet as pq
 
+from reveriemem.core.registry import Book, load_book
+from reveriemem.core.schemas import BY_ASSET
+from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.storage import LanceStore, ParquetStore, partition_predicate
 from reveriemem.models.usage import tracking
-from reveriemem.registry import Book, load_book
-from reveriemem.schemas import BY_ASSET
-from reveriemem.settings import data_home, lancedb_uri
-from reveriemem.storage import LanceStore, ParquetStore, partition_predicate
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import pair_key, partition_ref
@@ -223,8 +223,8 @@ def _identity_changed(instance: dg.DagsterInstance, record: dg.EventLogRecord, i
 
 def build_identity(lm: str = "", embedder: str = "") -> dict[str, str]:
     """The tags naming what a build's outputs are made with (model strings resolved from the environment)."""
+    from reveriemem.core.settings import embedder_spec
     from reveriemem.models.opening import resolve_spec
-    from reveriemem.settings import embedder_spec
 
     return {MODEL_TAG: resolve_spec(lm or None).name, EMBEDDER_TAG: embedder or embedder_spec()}
 

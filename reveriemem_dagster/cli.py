@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path, shipped_character_file
-from reveriemem.errors import ReverieMemError
-from reveriemem.registry import list_books, load_book, prepare_book, remove_book, write_book
-from reveriemem.settings import data_home
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path, shipped_character_file
+from reveriemem.core.errors import ReverieMemError
+from reveriemem.core.registry import list_books, load_book, prepare_book, remove_book, write_book
+from reveriemem.core.settings import data_home
 
 if TYPE_CHECKING:
     from reveriemem_dagster.build import BuildReport
@@ -163,8 +163,8 @@ def estimate(book: str, lm: str) -> None:
     model (the named model is never called) and counts every prompt with the
     cl100k tokenizer; completion sizes are assumptions, listed in the output.
     """
-    from reveriemem.estimate import dry_run, format_estimate
     from reveriemem.models.opening import resolve_spec
+    from reveriemem.source_to_memory.estimate import dry_run, format_estimate
 
     load_book(book)
     model = resolve_spec(lm or None).name

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reveriemem.agent import ReverieAgent, Turn
-from reveriemem.characters import Character
-from reveriemem.embeddings import open_embedder
-from reveriemem.errors import StorageError
+from reveriemem.core.characters import Character
+from reveriemem.core.embeddings import open_embedder
+from reveriemem.core.errors import StorageError
+from reveriemem.core.registry import Book, load_book
+from reveriemem.inference.agent import ReverieAgent, Turn
+from reveriemem.inference.retrieval import MemoryReader, cut_offset
 from reveriemem.models import ModelHandle, open_model
-from reveriemem.registry import Book, load_book
-from reveriemem.retrieval import MemoryReader, cut_offset
 from reveriemem_dagster.build import EMBEDDER_TAG, built_with
 
 CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D) ends."

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from reveriemem.registry import Book
-from reveriemem.settings import dagster_home
+from reveriemem.core.registry import Book
+from reveriemem.core.settings import dagster_home
 from reveriemem_dagster.partitions import BOOK, CHARACTER
 
 _DAGSTER_YAML = """\

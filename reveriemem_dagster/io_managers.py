@@ -1,7 +1,7 @@
 """The project's IO manager: Parquet or LanceDB by asset, keyed by partition.
 
 Which backend and Arrow schema an asset uses is declared once, in
-`reveriemem.schemas.BY_ASSET`. Every output records its row count, location
+`reveriemem.core.schemas.BY_ASSET`. Every output records its row count, location
 and backend as metadata.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from reveriemem.schemas import BY_ASSET
-from reveriemem.settings import data_home, lancedb_uri
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.core.schemas import BY_ASSET
+from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
 from reveriemem_dagster.partitions import partition_ref
 
 

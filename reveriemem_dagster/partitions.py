@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from reveriemem.storage import PartitionRef
+from reveriemem.core.storage import PartitionRef
 
 BOOK = "book"
 CHARACTER = "character"

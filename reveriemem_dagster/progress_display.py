@@ -1,6 +1,6 @@
 """The progress line `reveriemem build` shows on stderr.
 
-It listens to the steps' progress events (`reveriemem.progress`) and to every
+It listens to the steps' progress events (`reveriemem.core.progress`) and to every
 model call and cache hit in the process (`reveriemem.models.usage`), and shows
 the current step, its units (scenes) done of total, the model calls, cached
 answers and tokens so far, the time elapsed and an estimate of the time left
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from reveriemem import progress
+from reveriemem.core import progress
 from reveriemem.models import usage
 from reveriemem.models.usage import ModelCall, UsageTotals
 

@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 from pydantic import PrivateAttr
 
-from reveriemem.embeddings import Embedder, open_embedder
+from reveriemem.core.embeddings import Embedder, open_embedder
 from reveriemem.models import ModelHandle, open_model
 
 

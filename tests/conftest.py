@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 
 SHARED_BOOKS = Path(__file__).resolve().parents[2] / "shared" / "books"
 
@@ -24,7 +24,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def demo_book():
-    from reveriemem.registry import prepare_book
+    from reveriemem.core.registry import prepare_book
 
     book, _ = prepare_book(demo_book_path(), demo_characters_path(), slug=DEMO_SLUG)
     return book
@@ -45,7 +45,7 @@ def demo_home(tmp_path_factory):
     """The demo story built offline once per test session (hash embedder); `built_demo` copies it in."""
     from click.testing import CliRunner
 
-    from reveriemem.settings import environment
+    from reveriemem.core.settings import environment
     from reveriemem_dagster.cli import main
 
     home = tmp_path_factory.mktemp("built") / "home"

@@ -14,7 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reveriemem.agent import (
+from reveriemem.core.characters import Character
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.errors import ModelOutputError, StorageError
+from reveriemem.inference.agent import (
     EXTRACTIVE_METHOD,
     GATE_METHOD,
     REFUSAL,
@@ -25,9 +28,6 @@ from reveriemem.agent import (
     emotion_gate,
     emotion_transition,
 )
-from reveriemem.characters import Character
-from reveriemem.embeddings import HashEmbedder
-from reveriemem.errors import ModelOutputError, StorageError
 from reveriemem.models import FakeModel, open_model
 
 MARA = Character(name="Mara Quell", slug="mara", aliases=["Mara"])
@@ -35,7 +35,7 @@ OTHER = "osric"
 EMBEDDER = HashEmbedder()
 
 
-# -- a stand-in for reveriemem.retrieval.MemoryReader ------------------------------
+# -- a stand-in for reveriemem.inference.retrieval.MemoryReader ------------------------------
 
 
 def _similarity(query: str, texts: list[str]) -> np.ndarray:
@@ -746,9 +746,9 @@ def _vector(text: str) -> list[float]:
 
 def _write_memory(book: str, rows: list[dict[str, Any]]) -> None:
     """The generated facts and the demo-like episodes, patterns and emotion record, stored as a build would."""
-    from reveriemem.schemas import EMOTION_TRANSITIONS, EPISODES, FACTS, PERSONALITY_PATTERNS
-    from reveriemem.settings import data_home, lancedb_uri
-    from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.schemas import EMOTION_TRANSITIONS, EPISODES, FACTS, PERSONALITY_PATTERNS
+    from reveriemem.core.settings import data_home, lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
 
     store = LanceStore(lancedb_uri())
     facts = [{
@@ -795,7 +795,7 @@ def _write_memory(book: str, rows: list[dict[str, Any]]) -> None:
                                                                   HealthCheck.too_slow])
 @given(data=st.data(), as_of=st.one_of(st.none(), st.integers(0, 11_000)))
 def test_through_lancedb_no_fact_beyond_the_character_or_the_cut_reaches_memory_fusion(data, as_of):
-    from reveriemem.retrieval import MemoryReader
+    from reveriemem.inference.retrieval import MemoryReader
 
     rows = data.draw(memories())
     question = data.draw(queries(rows))

@@ -20,11 +20,11 @@ from eval.methods.comorag import ROUNDS, ComoRAGMethod
 from eval.methods.hipporag import HippoRAGMethod, personalized_pagerank
 from eval.methods.naive_rag import NaiveRAGMethod
 from eval.methods.raptor import SUMMARY_WORDS, RaptorMethod
-from reveriemem.demo import demo_gold
-from reveriemem.embeddings import HashEmbedder
+from reveriemem.core.demo import demo_gold
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.registry import Book, load_book
+from reveriemem.core.settings import data_home
 from reveriemem.models import FakeModel, ModelHandle, open_model
-from reveriemem.registry import Book, load_book
-from reveriemem.settings import data_home
 
 REFERENCE = ["direct", "naive-rag", "raptor", "hipporag", "comorag", "bookworld"]
 FAKE_REPLY = "I filled it from the cask nearest the door, I remember the stiff bung. (B)"

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from reveriemem.demo import DEMO_SLUG, demo_book_path, demo_characters_path
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 
 TABLES = {"parquet": ["utterances", "scene_rosters", "scene_graphs", "entities", "memberships", "dialogue_records"],
           "lancedb": ["scenes", "facts"]}
@@ -27,9 +27,9 @@ def _build_child(home: str, log: str, block_at: int) -> None:
     """
     os.environ.update({"REVERIEMEM_HOME": home, "REVERIEMEM_LM": "none", "REVERIEMEM_EMBEDDER": "hash"})
     os.environ.pop("DAGSTER_HOME", None)
-    from reveriemem.estimate import plausible_answer
+    from reveriemem.core.registry import list_books, prepare_book, write_book
     from reveriemem.models import FakeModel, register_fake
-    from reveriemem.registry import list_books, prepare_book, write_book
+    from reveriemem.source_to_memory.estimate import plausible_answer
     from reveriemem_dagster.build import build_book
 
     if DEMO_SLUG not in list_books():
@@ -64,9 +64,9 @@ def _calls(log: Path) -> list[str]:
 
 def _snapshot(home: Path) -> dict[str, pl.DataFrame]:
     os.environ["REVERIEMEM_HOME"] = str(home)
-    from reveriemem.registry import load_book
-    from reveriemem.settings import lancedb_uri
-    from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.registry import load_book
+    from reveriemem.core.settings import lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
 
     parquet, lance = ParquetStore(home / "parquet"), LanceStore(lancedb_uri())
     parts = [(PartitionRef(DEMO_SLUG), TABLES)]
@@ -116,8 +116,8 @@ def test_a_build_killed_midway_resumes_with_identical_outputs_and_no_repeated_mo
 
 
 def _write_partition(uri: str, character: str, rounds: int) -> None:
-    from reveriemem.schemas import FACTS
-    from reveriemem.storage import LanceStore, PartitionRef
+    from reveriemem.core.schemas import FACTS
+    from reveriemem.core.storage import LanceStore, PartitionRef
 
     store = LanceStore(uri)
     for round_ in range(rounds):
@@ -132,7 +132,7 @@ def _write_partition(uri: str, character: str, rounds: int) -> None:
 
 @pytest.mark.slow
 def test_partitions_written_at_the_same_time_never_corrupt_a_table(tmp_path):
-    from reveriemem.storage import LanceStore, PartitionRef
+    from reveriemem.core.storage import LanceStore, PartitionRef
 
     uri = str(tmp_path / "lancedb")
     _write_partition(uri, "seed", 1)
@@ -152,7 +152,7 @@ def test_partitions_written_at_the_same_time_never_corrupt_a_table(tmp_path):
 
 @pytest.mark.slow
 def test_estimate_prints_calls_and_tokens_without_touching_the_users_data(demo_book):
-    from reveriemem.registry import write_book
+    from reveriemem.core.registry import write_book
     from reveriemem_dagster.cli import main
     from reveriemem_dagster.instance import get_instance
 
@@ -166,8 +166,8 @@ def test_estimate_prints_calls_and_tokens_without_touching_the_users_data(demo_b
 
 @pytest.mark.slow
 def test_a_one_megabyte_chapter_and_a_one_line_scene_build_offline(tmp_path):
-    from reveriemem.settings import lancedb_uri
-    from reveriemem.storage import LanceStore, PartitionRef
+    from reveriemem.core.settings import lancedb_uri
+    from reveriemem.core.storage import LanceStore, PartitionRef
     from reveriemem_dagster.cli import main
     from tests.conftest import write_book
 

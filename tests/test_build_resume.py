@@ -12,14 +12,14 @@ import pytest
 from click.testing import CliRunner
 
 from assets import scenes as scene_assets
-from reveriemem import progress
-from reveriemem.demo import demo_book_path
-from reveriemem.errors import ModelOutputError
+from reveriemem.core import progress
+from reveriemem.core.demo import demo_book_path
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.registry import prepare_book, write_book
+from reveriemem.core.settings import data_home
+from reveriemem.core.storage import ParquetStore, PartitionRef
 from reveriemem.models import FakeModel, register_fake, run_program, unregister_fake
 from reveriemem.models.usage import ModelCall
-from reveriemem.registry import prepare_book, write_book
-from reveriemem.settings import data_home
-from reveriemem.storage import ParquetStore, PartitionRef
 from reveriemem_dagster.build import BuildReport, PartitionStatus, build_book, plan_build
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reveriemem.characters import load_character_file, resolve_narrator_spans
-from reveriemem.errors import CharacterFileError
-from reveriemem.registry import list_books, load_book
+from reveriemem.core.characters import load_character_file, resolve_narrator_spans
+from reveriemem.core.errors import CharacterFileError
+from reveriemem.core.registry import list_books, load_book
 from reveriemem_dagster.cli import main
 from tests.conftest import write_book
 

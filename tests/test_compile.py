@@ -1,5 +1,5 @@
 """Compiling the agent's prompts (eval/compile.py) with a scripted model on the demo story, and how the
-agent loads a compiled program (reveriemem.agent.InferencePrograms)."""
+agent loads a compiled program (reveriemem.inference.agent.InferencePrograms)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from click.testing import CliRunner
 from eval.compile import compile_inference, compiled_block, summary_path
 from eval.items import KBFItem
 from eval.runner import RunSpec, load_items, select_items
-from reveriemem import agent as agent_module
-from reveriemem.agent import COMPILED_ENV, CompiledProgramError, InferencePrograms, ReverieAgent
-from reveriemem.demo import DEMO_SLUG
-from reveriemem.embeddings import HashEmbedder
+from reveriemem.core.demo import DEMO_SLUG
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.registry import load_book
+from reveriemem.inference import agent as agent_module
+from reveriemem.inference.agent import COMPILED_ENV, CompiledProgramError, InferencePrograms, ReverieAgent
+from reveriemem.inference.retrieval import MemoryReader
 from reveriemem.models import FakeModel, cache_key, register_fake, unregister_fake
-from reveriemem.registry import load_book
-from reveriemem.retrieval import MemoryReader
 from reveriemem_dagster.cli import main
 
 _local = threading.local()
@@ -138,7 +138,7 @@ def test_a_stale_compiled_file_is_never_loaded(built_demo, tmp_path: Path, monke
     with pytest.raises(CompiledProgramError, match="other prompts"):
         InferencePrograms.from_file(path)
     monkeypatch.setattr(agent_module, "DEFAULT_COMPILED", path)
-    with caplog.at_level(logging.WARNING, logger="reveriemem.agent"):
+    with caplog.at_level(logging.WARNING, logger="reveriemem.inference.agent"):
         assert agent_module.default_programs().compiled is None  # the default file is skipped, with a warning
     assert "other prompts" in caplog.text
     monkeypatch.setenv(COMPILED_ENV, str(path))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reveriemem.demo import DEMO_SLUG, demo_gold
+from reveriemem.core.demo import DEMO_SLUG, demo_gold
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem_dagster.cli import main
 
@@ -97,7 +97,7 @@ def test_a_fake_model_reply_cites_the_fact_it_used_and_refuses_an_invisible_one(
 
 
 def test_unknown_character_and_unbuilt_memory_say_what_to_do(tmp_path):
-    from reveriemem.demo import demo_book_path, demo_characters_path
+    from reveriemem.core.demo import demo_book_path, demo_characters_path
 
     result = CliRunner().invoke(main, ["add-book", str(demo_book_path()), "--characters",
                                        str(demo_characters_path()), "--name", DEMO_SLUG])

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from reveriemem.demo import DEMO_SLUG, demo_gold
-from reveriemem.settings import data_home
-from reveriemem.storage import ParquetStore, PartitionRef
+from reveriemem.core.demo import DEMO_SLUG, demo_gold
+from reveriemem.core.settings import data_home
+from reveriemem.core.storage import ParquetStore, PartitionRef
 from reveriemem_dagster.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def test_definitions_load_with_both_jobs_and_checks():
 
 
 def _register_demo() -> None:
-    from reveriemem.demo import demo_book_path, demo_characters_path
+    from reveriemem.core.demo import demo_book_path, demo_characters_path
 
     result = CliRunner().invoke(main, ["add-book", str(demo_book_path()), "--characters",
                                        str(demo_characters_path()), "--name", DEMO_SLUG])
@@ -62,7 +62,7 @@ def test_demo_builds_scenes_rosters_and_character_partitions():
 def test_rebuild_replaces_only_that_books_rows(tmp_path):
     runner = CliRunner()
     assert runner.invoke(main, ["demo", "--lm", "none"]).exit_code == 0
-    from reveriemem.demo import demo_book_path, demo_characters_path
+    from reveriemem.core.demo import demo_book_path, demo_characters_path
 
     assert runner.invoke(main, ["add-book", str(demo_book_path()), "--characters", str(demo_characters_path()),
                                 "--name", "copy"]).exit_code == 0
@@ -71,8 +71,8 @@ def test_rebuild_replaces_only_that_books_rows(tmp_path):
     before = store.read("scene_rosters", PartitionRef(DEMO_SLUG))
     assert runner.invoke(main, ["build", "copy", "--lm", "none"]).exit_code == 0
     assert store.read("scene_rosters", PartitionRef(DEMO_SLUG)).equals(before)
-    from reveriemem.settings import lancedb_uri
-    from reveriemem.storage import LanceStore
+    from reveriemem.core.settings import lancedb_uri
+    from reveriemem.core.storage import LanceStore
 
     scenes = LanceStore(lancedb_uri())
     assert scenes.read("scenes", PartitionRef("copy")).height == scenes.read("scenes", PartitionRef(DEMO_SLUG)).height
@@ -139,8 +139,8 @@ def test_workspace_validates():
 @pytest.mark.slow
 def test_whole_book_memory_job_builds_every_layer_with_dagster_job_execute(isolated_home):
     """Done-when of the Source-to-Memory issue: the demo's whole memory from one `dagster job execute`."""
-    from reveriemem.settings import lancedb_uri
-    from reveriemem.storage import LanceStore
+    from reveriemem.core.settings import lancedb_uri
+    from reveriemem.core.storage import LanceStore
 
     _register_demo()
     env = {**os.environ, "DAGSTER_HOME": str(isolated_home / "dagster")}

@@ -1,7 +1,7 @@
-from reveriemem.characters import Character
-from reveriemem.dialogue import attribute_dialogue
-from reveriemem.mentions import AliasMatcher
-from reveriemem.text import split_paragraphs
+from reveriemem.core.characters import Character
+from reveriemem.core.text import split_paragraphs
+from reveriemem.source_to_memory.dialogue import attribute_dialogue
+from reveriemem.source_to_memory.mentions import AliasMatcher
 
 HOLMES = Character(name="Sherlock Holmes", slug="holmes", aliases=["Holmes", "Mr. Holmes"], gender="male")
 WATSON = Character(name="John Watson", slug="watson", aliases=["Watson", "Doctor"], gender="male")

@@ -9,14 +9,14 @@ import pytest
 
 from assets import scenes as scene_assets
 from assets.episodic import episodes, episodes_presence_check
-from reveriemem import episodic
-from reveriemem.episodic import DIGEST_METHOD, build_episodes, compact
-from reveriemem.errors import ModelUnavailableError
+from reveriemem.core.errors import ModelUnavailableError
+from reveriemem.core.registry import list_books, write_book
+from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef, frame
+from reveriemem.core.text import normalise_space
 from reveriemem.models import FakeModel, open_model
-from reveriemem.registry import list_books, write_book
-from reveriemem.settings import data_home, lancedb_uri
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef, frame
-from reveriemem.text import normalise_space
+from reveriemem.source_to_memory import episodic
+from reveriemem.source_to_memory.episodic import DIGEST_METHOD, build_episodes, compact
 from reveriemem_dagster.definitions import ALL_ASSETS
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
@@ -220,7 +220,7 @@ def test_a_character_never_present_has_no_episodes_and_the_check_passes(demo_boo
 
 
 def episodic_schema():
-    from reveriemem.schemas import EPISODES
+    from reveriemem.core.schemas import EPISODES
 
     return EPISODES
 
@@ -258,8 +258,8 @@ def test_episodes_asset_stores_searchable_memories_per_character(demo_book):
 
 
 def test_a_long_passage_is_focused_on_the_characters_paragraphs_within_the_budget(demo_book):
-    from reveriemem.episodic import focus_passage
-    from reveriemem.text import split_paragraphs
+    from reveriemem.core.text import split_paragraphs
+    from reveriemem.source_to_memory.episodic import focus_passage
 
     mara = demo_book.character("Mara Quell")
     start, end = demo_book.body_start, demo_book.text.index("CHAPTER II.")  # chapter I: Mara and Tobin throughout

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from eval.runner import RunError, RunSpec, run_evaluation
-from reveriemem.demo import DEMO_SLUG, demo_gold
+from reveriemem.core.demo import DEMO_SLUG, demo_gold
 from reveriemem_dagster.cli import main
 
 FAST = ["direct", "evidence", "reveriemem-no-semantic"]
@@ -96,7 +96,7 @@ def test_eval_command_on_generated_held_out_items(built_demo, tmp_path: Path) ->
 
 
 def test_eval_of_a_book_not_built_says_what_to_run(demo_book, tmp_path: Path) -> None:
-    from reveriemem.registry import write_book
+    from reveriemem.core.registry import write_book
 
     write_book(demo_book)
     result = CliRunner().invoke(main, ["eval", DEMO_SLUG, "--out", str(tmp_path / "r")])
@@ -112,9 +112,9 @@ def test_dagster_items_assets_and_the_evaluation_job(built_demo, isolated_home, 
 
     import dagster as dg
 
-    from reveriemem.registry import load_book
-    from reveriemem.settings import data_home
-    from reveriemem.storage import ParquetStore, PartitionRef
+    from reveriemem.core.registry import load_book
+    from reveriemem.core.settings import data_home
+    from reveriemem.core.storage import ParquetStore, PartitionRef
     from reveriemem_dagster.definitions import ALL_ASSETS
     from reveriemem_dagster.definitions import evaluation_assets as ev
     from reveriemem_dagster.instance import get_instance

@@ -14,11 +14,11 @@ from eval.methods.base import MethodContext
 from eval.methods.evidence import CALIBRATION_FILE, EvidenceAnswerer
 from eval.metrics import kbf
 from eval.reader import SupportIndex, best_option
-from reveriemem.demo import demo_gold
-from reveriemem.embeddings import HashEmbedder
+from reveriemem.core.demo import demo_gold
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.registry import load_book
+from reveriemem.core.settings import data_home
 from reveriemem.models import open_model
-from reveriemem.registry import load_book
-from reveriemem.settings import data_home
 
 
 def _answerer(slug: str) -> EvidenceAnswerer:

@@ -6,9 +6,10 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from reveriemem.analysis import BookReading
-from reveriemem.demo import DEMO_SLUG, demo_gold
-from reveriemem.knowledge import (
+from reveriemem.core.demo import DEMO_SLUG, demo_gold
+from reveriemem.models import FakeModel
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.semantic import (
     EVIDENCE_METHOD,
     SceneGraph,
     canonical_entities,
@@ -20,7 +21,6 @@ from reveriemem.knowledge import (
     relation_facts,
     scene_passages,
 )
-from reveriemem.models import FakeModel
 
 
 def test_locate_finds_exact_normalised_and_paraphrased_quotes():
@@ -136,8 +136,8 @@ def _materialise(lm: str = "none") -> dict:
 
 
 def _stored(asset: str) -> pl.DataFrame:
-    from reveriemem.settings import data_home, lancedb_uri
-    from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.settings import data_home, lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
 
     part = PartitionRef(DEMO_SLUG)
     if asset == "facts":
@@ -156,8 +156,8 @@ def test_offline_build_gives_bounded_evidence_units_filterable_inside_lancedb():
     # retrieval is bounded inside LanceDB: Elspeth's filtered search never returns a fact outside her set
     import lancedb
 
-    from reveriemem.embeddings import open_embedder
-    from reveriemem.settings import lancedb_uri
+    from reveriemem.core.embeddings import open_embedder
+    from reveriemem.core.settings import lancedb_uri
 
     table = lancedb.connect(lancedb_uri()).open_table("facts")
     query = open_embedder("hash").embed(["the heron pressed into the pitch of the bung"])[0]
@@ -179,8 +179,8 @@ def test_offline_build_gives_bounded_evidence_units_filterable_inside_lancedb():
 @pytest.mark.slow
 def test_model_build_with_gold_extraction_stores_gold_visibility():
     from eval.gold_extraction import gold_graph_handler
+    from reveriemem.core.registry import load_book
     from reveriemem.models.opening import register_fake, unregister_fake
-    from reveriemem.registry import load_book
 
     _materialise("none")  # registers the demo story
     book = load_book(DEMO_SLUG)

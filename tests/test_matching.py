@@ -8,7 +8,7 @@ import pytest
 
 from eval.items import LETTERS, REFUSAL_OPTION, KBFItem
 from eval.matching import Match, match_reply, matched_letter
-from reveriemem.demo import DEMO_SLUG, demo_book_path
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path
 
 
 def _item(question: str, *options: str, gold: str = "B", split: str = "KRf") -> KBFItem:

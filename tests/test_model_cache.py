@@ -11,7 +11,7 @@ import dspy
 import pydantic
 import pytest
 
-from reveriemem.errors import ModelOutputError
+from reveriemem.core.errors import ModelOutputError
 from reveriemem.models import (
     FakeModel,
     ModelCache,

@@ -14,7 +14,7 @@ import pydantic
 import pytest
 from dspy import lm15
 
-from reveriemem.errors import ModelOutputError, ModelUnavailableError
+from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
 from reveriemem.models import (
     FakeModel,
     LlamaCppEngine,

@@ -9,9 +9,10 @@ import pytest
 
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
-from reveriemem.analysis import BookReading
-from reveriemem.embeddings import HashEmbedder
-from reveriemem.emotions import (
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.text import split_paragraphs
+from reveriemem.models import FakeModel, open_model
+from reveriemem.source_to_memory.emotions import (
     HEURISTIC_METHOD,
     Context,
     Line,
@@ -20,15 +21,14 @@ from reveriemem.emotions import (
     read_utterance,
     utterance_act,
 )
-from reveriemem.models import FakeModel, open_model
-from reveriemem.personality import (
+from reveriemem.source_to_memory.patterns import (
     behaviour_units,
     build_patterns,
     cluster_units,
     excerpts_of,
     pattern_rows,
 )
-from reveriemem.text import split_paragraphs
+from reveriemem.source_to_memory.reading import BookReading
 from tests.conftest import write_book
 
 # -- the lexicon annotator -------------------------------------------------------
@@ -336,7 +336,7 @@ def _resources():
 
 
 def _register(book):
-    from reveriemem.registry import write_book as register_book
+    from reveriemem.core.registry import write_book as register_book
     from reveriemem_dagster.instance import get_instance, register_partitions
 
     register_book(book)
@@ -358,8 +358,8 @@ def _materialise(instance, selection, key):
 
 
 def test_the_three_assets_materialise_on_the_demo(demo_book):
-    from reveriemem.settings import data_home, lancedb_uri
-    from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.settings import data_home, lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
     from reveriemem_dagster.definitions import BOOK_ASSETS, CHARACTER_ASSETS
     from reveriemem_dagster.partitions import pair_key
 
@@ -396,9 +396,9 @@ def test_the_three_assets_materialise_on_the_demo(demo_book):
 
 
 def test_a_book_without_dialogue_builds_empty_layers(tmp_path):
-    from reveriemem.registry import prepare_book
-    from reveriemem.settings import data_home
-    from reveriemem.storage import ParquetStore, PartitionRef
+    from reveriemem.core.registry import prepare_book
+    from reveriemem.core.settings import data_home
+    from reveriemem.core.storage import ParquetStore, PartitionRef
     from reveriemem_dagster.partitions import pair_key
 
     story = ("CHAPTER I. THE SHORE\n\nAnna walked along the shore at dawn and counted the boats drawn up on the "

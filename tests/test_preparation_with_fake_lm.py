@@ -1,9 +1,9 @@
 """The LLM steps of scene preparation, with a fake model whose answers the tests write."""
 
-from reveriemem.analysis import BookReading
 from reveriemem.models import FakeModel
-from reveriemem.preparation import combine_status, judge_rosters, prepare_scenes
-from reveriemem.rosters import RosterEvidence
+from reveriemem.source_to_memory.preparation import combine_status, judge_rosters, prepare_scenes
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.rosters import RosterEvidence
 
 
 def test_model_decides_every_soft_boundary_and_settings_come_from_it(demo_book):

@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reveriemem.embeddings import HashEmbedder
-from reveriemem.errors import StorageError
-from reveriemem.retrieval import (
+from reveriemem.core.embeddings import HashEmbedder
+from reveriemem.core.errors import StorageError
+from reveriemem.core.schemas import EMOTION_TRANSITIONS, EPISODES, FACTS, PERSONALITY_PATTERNS, SCENES
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.inference.retrieval import (
     CutPointError,
     MemoryReader,
     cut_offset,
@@ -19,8 +21,6 @@ from reveriemem.retrieval import (
     index_of,
     sql_literal,
 )
-from reveriemem.schemas import EMOTION_TRANSITIONS, EPISODES, FACTS, PERSONALITY_PATTERNS, SCENES
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
 
 BOOK = "tale"
 EMBEDDER = HashEmbedder()
@@ -265,8 +265,8 @@ def test_cut_offset_resolves_scenes_and_chapters_and_lists_the_valid_range(uri):
 def test_demo_story_retrieval_for_elspeth_vane_stays_in_her_visibility():
     from click.testing import CliRunner
 
-    from reveriemem.demo import DEMO_SLUG
-    from reveriemem.settings import lancedb_uri
+    from reveriemem.core.demo import DEMO_SLUG
+    from reveriemem.core.settings import lancedb_uri
     from reveriemem_dagster.cli import main
 
     result = CliRunner().invoke(main, ["demo", "--lm", "none"])
@@ -439,9 +439,9 @@ def test_demo_story_pool_and_lancedb_query_agree_for_every_character(monkeypatch
     """
     from click.testing import CliRunner
 
-    from reveriemem.demo import DEMO_SLUG
-    from reveriemem.embeddings import open_embedder
-    from reveriemem.settings import lancedb_uri
+    from reveriemem.core.demo import DEMO_SLUG
+    from reveriemem.core.embeddings import open_embedder
+    from reveriemem.core.settings import lancedb_uri
     from reveriemem_dagster.cli import main
 
     monkeypatch.setenv("REVERIEMEM_EMBEDDER", embedder_name)

@@ -1,9 +1,9 @@
 from eval.rosters import score_rosters
-from reveriemem.analysis import BookReading
-from reveriemem.demo import demo_gold
+from reveriemem.core.demo import demo_gold
+from reveriemem.core.text import split_paragraphs
 from reveriemem.models import open_model
-from reveriemem.scenes import candidate_spans, heuristic_boundaries, merge_spans, split_long
-from reveriemem.text import split_paragraphs
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.scenes import candidate_spans, heuristic_boundaries, merge_spans, split_long
 
 
 def _words(n: int, word: str = "word") -> str:

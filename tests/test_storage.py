@@ -1,7 +1,7 @@
 import polars as pl
 import pyarrow as pa
 
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef, frame
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef, frame
 
 SCHEMA = pa.schema([("book", pa.string()), ("character", pa.string()), ("text", pa.string()),
                     ("vector", pa.list_(pa.float32(), 2))])
@@ -38,7 +38,7 @@ def test_parquet_partition_files_are_separate_and_typed(tmp_path):
 def test_reading_a_partition_never_built_names_the_command(tmp_path):
     import pytest
 
-    from reveriemem.errors import StorageError
+    from reveriemem.core.errors import StorageError
 
     with pytest.raises(StorageError, match="reveriemem build b"):
         ParquetStore(tmp_path).read("scenes", PartitionRef("b"))

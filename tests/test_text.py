@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from reveriemem.errors import BookInputError
-from reveriemem.text import decode_book_bytes, find_body, read_book_file, split_paragraphs
+from reveriemem.core.errors import BookInputError
+from reveriemem.core.text import decode_book_bytes, find_body, read_book_file, split_paragraphs
 
 
 def test_utf8_with_bom_and_crlf_keeps_offsets_into_the_decoded_text():

@@ -1,7 +1,7 @@
 """Visibility, route by route, and against the demo gold annotation."""
 
-from reveriemem.demo import demo_gold
-from reveriemem.visibility import (
+from reveriemem.core.demo import demo_gold
+from reveriemem.source_to_memory.visibility import (
     Account,
     FactEvidence,
     Membership,
@@ -109,7 +109,7 @@ def test_gold_extraction_reproduces_demo_visibility_exactly(demo_book):
 
 def test_gold_visibility_needs_arrivals_accounts_and_organisations(demo_book, monkeypatch):
     """The exact match is earned by the span rules: without narrated arrivals it breaks."""
-    import reveriemem.rosters as rosters
+    import reveriemem.source_to_memory.rosters as rosters
     from eval.gold_extraction import score_gold_visibility
 
     monkeypatch.setattr(rosters, "_arrives", lambda *args: False)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eval.items import KBFItem
-from reveriemem.embeddings import Embedder
+from reveriemem.core.embeddings import Embedder
+from reveriemem.core.registry import Book
 from reveriemem.models import ModelHandle
-from reveriemem.registry import Book
 
 
 @dataclass

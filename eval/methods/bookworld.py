@@ -18,9 +18,9 @@ from typing import Any
 from eval.items import KBFItem
 from eval.methods.base import Answer, MethodContext
 from eval.methods.common import BaselineMethod, Chunk, chunk_spans, chunk_vectors, dense_search, profile
-from reveriemem.settings import data_home, lancedb_uri
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
-from reveriemem.text import normalise_space
+from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.core.text import normalise_space
 
 PRESENT = ("present_active", "present_silent")
 

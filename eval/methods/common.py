@@ -51,11 +51,11 @@ from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, KBFItem, 
 from eval.lexical import Rarity
 from eval.methods.base import Answer, MethodContext
 from eval.reader import SupportIndex, best_option
-from reveriemem.episodic import sentences_of
+from reveriemem.core.registry import Book
+from reveriemem.core.text import normalise_space, split_paragraphs
 from reveriemem.models import ModelCall, UsageTotals, run_program
 from reveriemem.models.usage import add_listener, remove_listener
-from reveriemem.registry import Book
-from reveriemem.text import normalise_space, split_paragraphs
+from reveriemem.source_to_memory.episodic import sentences_of
 
 CHUNK_WORDS = 200  # most words per chunk (a single longer sentence stays whole)
 TOP_K = 8  # passages a retrieval method puts in its context

@@ -44,10 +44,10 @@ from eval.methods.common import (
     text_key,
     vectors_path,
 )
-from reveriemem.episodic import sentences_of
-from reveriemem.errors import ModelOutputError
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.text import Paragraph
 from reveriemem.models import run_program
-from reveriemem.text import Paragraph
+from reveriemem.source_to_memory.episodic import sentences_of
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """ReverieMem and its layer ablations as KBF-QA methods.
 
-The agent (`reveriemem.agent.ReverieAgent` over a `MemoryReader` of the item's
+The agent (`reveriemem.inference.agent.ReverieAgent` over a `MemoryReader` of the item's
 character) is asked the question. With a model, it is asked the question with
 its five options, and its Memory-Fusion reply is the answer (matched to a letter
 by `eval.matching`).
@@ -37,8 +37,8 @@ from eval.memory import BookMemory, load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
 from eval.metrics import score as scores
 from eval.reader import SupportIndex, best_option
-from reveriemem.agent import LAYERS, ReverieAgent, Turn
-from reveriemem.retrieval import MemoryReader
+from reveriemem.inference.agent import LAYERS, ReverieAgent, Turn
+from reveriemem.inference.retrieval import MemoryReader
 
 DEFAULT_FLOOR = 0.3  # the floor when there is nothing to calibrate on
 OFFLINE_METHOD = "heuristic:reveriemem-reader-v2"

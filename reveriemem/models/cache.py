@@ -46,7 +46,7 @@ import pydantic
 import pydantic_core
 from dspy.adapters.utils import parse_value
 
-from reveriemem import settings
+from reveriemem.core import settings
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label
 

@@ -11,8 +11,8 @@ from typing import Literal
 
 import dspy
 
-from reveriemem import settings
-from reveriemem.errors import ModelUnavailableError
+from reveriemem.core import settings
+from reveriemem.core.errors import ModelUnavailableError
 from reveriemem.models.fake import FakeModel
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.llama_engine import PROVIDER, AsyncEngine, LlamaCppEngine

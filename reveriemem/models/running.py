@@ -21,7 +21,7 @@ from dspy.utils.exceptions import (
     is_retryable_lm_error,
 )
 
-from reveriemem.errors import ModelOutputError, ModelUnavailableError
+from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
 from reveriemem.models import cache as model_cache
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.text import Paragraph, normalise_space
+from reveriemem.core.text import Paragraph, normalise_space
 
 SEGMENTER_VERSION = "scenes-v1"
 

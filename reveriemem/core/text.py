@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from reveriemem.errors import BookInputError
+from reveriemem.core.errors import BookInputError
 
 MAX_BOOK_BYTES = 64 * 1024 * 1024
 

@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reveriemem.errors import StorageError
+from reveriemem.core.errors import StorageError
 
 
 @dataclass(frozen=True)

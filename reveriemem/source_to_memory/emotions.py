@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_programs.personality import EMOTIONS, annotate_dialogue_program
-from reveriemem.errors import ModelOutputError
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.text import Paragraph, normalise_space
 from reveriemem.models import ModelHandle, run_program
-from reveriemem.text import Paragraph, normalise_space
 
 log = logging.getLogger(__name__)
 

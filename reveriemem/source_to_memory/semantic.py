@@ -8,7 +8,7 @@ Three stages, each usable alone:
 2. `canonical_entities`: aliases unified across scenes (focus characters by
    their character file; other entities by normalised names and aliases).
 3. `build_facts`: relations deduplicated against the canonical entity table,
-   then visibility assigned by `reveriemem.visibility` from the rosters'
+   then visibility assigned by `reveriemem.source_to_memory.visibility` from the rosters'
    presence intervals, reported accounts and the membership graph.
 
 The offline path (`evidence_units`) turns every sentence of a scene into a
@@ -28,14 +28,14 @@ from typing import Any
 
 import polars as pl
 
-from reveriemem.clauses import is_action_subject
-from reveriemem.dialogue import in_spans, quote_spans
-from reveriemem.errors import ModelOutputError
-from reveriemem.mentions import AliasMatcher
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.registry import Book
+from reveriemem.core.text import Paragraph, split_paragraphs
 from reveriemem.models import ModelHandle, run_program
-from reveriemem.registry import Book
-from reveriemem.text import Paragraph, split_paragraphs
-from reveriemem.visibility import (
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
+from reveriemem.source_to_memory.mentions import AliasMatcher
+from reveriemem.source_to_memory.visibility import (
     Account,
     FactEvidence,
     Grant,

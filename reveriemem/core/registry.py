@@ -19,15 +19,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from reveriemem.characters import (
+from reveriemem.core.characters import (
     Character,
     load_character_file,
     slugify,
     validate_characters,
 )
-from reveriemem.errors import RegistryError
-from reveriemem.settings import data_home
-from reveriemem.text import find_body, read_book_file, word_count
+from reveriemem.core.errors import RegistryError
+from reveriemem.core.settings import data_home
+from reveriemem.core.text import find_body, read_book_file, word_count
 
 
 @dataclass

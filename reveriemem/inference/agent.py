@@ -25,7 +25,7 @@ again here, and a row that should not have come back is dropped and counted.
 As in the paper, only three steps are model prompts: Self-Probe, Pattern and
 Memory-Fusion. By default Emo-Gate and Emo-Transition are deterministic
 (`emotion_gate`, `emotion_transition`): the gate fires when the lexicon
-annotator of `reveriemem.emotions` reads a non-neutral emotion of intensity
+annotator of `reveriemem.source_to_memory.emotions` reads a non-neutral emotion of intensity
 >= 2 in the turn, or when the turn names something in the triggers of the
 character's recent emotional transitions; the transition takes the state the
 record most often moves to from the current one under triggers like the
@@ -114,11 +114,11 @@ from dspy_programs.inference import (
     self_probe_program,
 )
 from dspy_programs.personality import EMOTIONS
-from reveriemem.characters import Character
-from reveriemem.emotions import read_utterance
-from reveriemem.errors import ModelOutputError, ReverieMemError, StorageError
+from reveriemem.core.characters import Character
+from reveriemem.core.errors import ModelOutputError, ReverieMemError, StorageError
 from reveriemem.models import ModelCall, ModelHandle, run_program
 from reveriemem.models.usage import add_listener
+from reveriemem.source_to_memory.emotions import read_utterance
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ LAYERS = frozenset({"episodic", "semantic", "personality"})  # the three memory 
 
 
 class Reader(Protocol):
-    """What the agent needs of `reveriemem.retrieval.MemoryReader` (one book, one character)."""
+    """What the agent needs of `reveriemem.inference.retrieval.MemoryReader` (one book, one character)."""
 
     def anchor(self, query: str, k: int = 3, as_of: int | None = None) -> list[dict[str, Any]]: ...
 
@@ -530,7 +530,7 @@ class GateVerdict:
     """Emo-Gate without a model: the lexicon's reading of the turn and the recent triggers it names."""
 
     fires: bool
-    emotion: str  # the lexicon annotator's emotion of the turn (reveriemem.emotions.read_utterance)
+    emotion: str  # the lexicon annotator's emotion of the turn (reveriemem.source_to_memory.emotions.read_utterance)
     intensity: int
     named: dict[int, tuple[str, ...]]  # record step -> the words of the turn its trigger holds
     reason: str
@@ -618,7 +618,7 @@ def emotion_transition(state: AgentState, gate: GateVerdict, record: Sequence[Ma
 class ReverieAgent:
     """A character of a book answering from its own memory, as bounded by `reader`.
 
-    `reader` is a `reveriemem.retrieval.MemoryReader` for the same book and
+    `reader` is a `reveriemem.inference.retrieval.MemoryReader` for the same book and
     character. `respond` with `state=None` continues from the agent's own
     previous turn (or, on the first turn, from the character's latest
     recorded emotion up to `as_of`). `emotion_model=True` asks the model for

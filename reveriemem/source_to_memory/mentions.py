@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reveriemem.characters import Character
+from reveriemem.core.characters import Character
 
 MATCHER_VERSION = "alias-v1"
 

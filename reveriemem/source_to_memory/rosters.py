@@ -19,10 +19,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.clauses import is_action_subject
-from reveriemem.dialogue import Utterance, in_spans, narration_fragments
-from reveriemem.mentions import Mention
-from reveriemem.text import Paragraph
+from reveriemem.core.text import Paragraph
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
+from reveriemem.source_to_memory.mentions import Mention
 
 ROSTER_VERSION = "roster-v1"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")

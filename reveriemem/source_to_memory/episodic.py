@@ -30,15 +30,15 @@ from typing import Any
 import polars as pl
 
 from dspy_programs.episodic import episodic_program
-from reveriemem import progress
-from reveriemem.characters import Character
-from reveriemem.clauses import is_action_subject
-from reveriemem.dialogue import in_spans, quote_spans
-from reveriemem.errors import ModelOutputError
-from reveriemem.mentions import AliasMatcher, Mention
+from reveriemem.core import progress
+from reveriemem.core.characters import Character
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.registry import Book
+from reveriemem.core.text import Paragraph, normalise_space, split_paragraphs
 from reveriemem.models import ModelHandle, run_program
-from reveriemem.registry import Book
-from reveriemem.text import Paragraph, normalise_space, split_paragraphs
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
+from reveriemem.source_to_memory.mentions import AliasMatcher, Mention
 
 log = logging.getLogger(__name__)
 

@@ -54,12 +54,12 @@ from typing import Any
 import numpy as np
 
 from dspy_programs.personality import EMOTIONS, describe_pattern_program
-from reveriemem.dialogue import quote_spans
-from reveriemem.embeddings import Embedder
-from reveriemem.emotions import ACTS
-from reveriemem.errors import ModelOutputError
+from reveriemem.core.embeddings import Embedder
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.text import Paragraph, normalise_space
 from reveriemem.models import ModelHandle, run_program
-from reveriemem.text import Paragraph, normalise_space
+from reveriemem.source_to_memory.dialogue import quote_spans
+from reveriemem.source_to_memory.emotions import ACTS
 
 log = logging.getLogger(__name__)
 

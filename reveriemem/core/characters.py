@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from reveriemem.errors import CharacterFileError
+from reveriemem.core.errors import CharacterFileError
 
 GENDERS = ("male", "female", "other")
 

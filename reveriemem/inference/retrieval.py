@@ -85,10 +85,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.query import MatchQuery
 
-from reveriemem.embeddings import Embedder
-from reveriemem.errors import ReverieMemError, StorageError
-from reveriemem.settings import data_home, lancedb_uri
-from reveriemem.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.core.embeddings import Embedder
+from reveriemem.core.errors import ReverieMemError, StorageError
+from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_programs.scenes import scene_boundary_program, scene_roster_program, scene_setting_program
-from reveriemem.analysis import (
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.core.text import normalise_space
+from reveriemem.models import ModelHandle, run_program
+from reveriemem.source_to_memory.reading import (
     HEURISTIC_METHOD,
     MAX_SCENE_WORDS,
     ROSTER_METHOD,
@@ -23,11 +26,8 @@ from reveriemem.analysis import (
     heuristic_setting,
     presence_offsets,
 )
-from reveriemem.errors import ModelOutputError
-from reveriemem.models import ModelHandle, run_program
-from reveriemem.rosters import STATUSES, RosterEvidence
-from reveriemem.scenes import Span, heuristic_boundaries, merge_spans, split_long
-from reveriemem.text import normalise_space
+from reveriemem.source_to_memory.rosters import STATUSES, RosterEvidence
+from reveriemem.source_to_memory.scenes import Span, heuristic_boundaries, merge_spans, split_long
 
 log = logging.getLogger(__name__)
 

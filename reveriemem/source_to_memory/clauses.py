@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from reveriemem.mentions import Mention
+from reveriemem.source_to_memory.mentions import Mention
 
 _CLAUSE_START = re.compile(
     r"(?:^|[.!?;:]\s+|[—–]\s*|--\s*|\b(?:and|but|then|while|as|when|where|till|until|before|after|so|yet|now)\s+"

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from reveriemem.errors import ModelUnavailableError
-from reveriemem.settings import embedder_spec
+from reveriemem.core.errors import ModelUnavailableError
+from reveriemem.core.settings import embedder_spec
 
 
 class Embedder(Protocol):

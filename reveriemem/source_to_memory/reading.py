@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from reveriemem.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
-from reveriemem.mentions import MATCHER_VERSION, AliasMatcher, Mention
-from reveriemem.registry import Book
-from reveriemem.rosters import ROSTER_VERSION, RosterEvidence, presence_range, scene_evidence
-from reveriemem.scenes import (
+from reveriemem.core.registry import Book
+from reveriemem.core.text import Paragraph, normalise_space, split_paragraphs
+from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
+from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, Mention
+from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_range, scene_evidence
+from reveriemem.source_to_memory.scenes import (
     SEGMENTER_VERSION,
     Span,
     candidate_spans,
@@ -21,7 +22,6 @@ from reveriemem.scenes import (
     merge_spans,
     split_long,
 )
-from reveriemem.text import Paragraph, normalise_space, split_paragraphs
 
 HEURISTIC_METHOD = f"heuristic:{SEGMENTER_VERSION}"
 ROSTER_METHOD = f"heuristic:{ROSTER_VERSION}+{ATTRIBUTION_VERSION}+{MATCHER_VERSION}"

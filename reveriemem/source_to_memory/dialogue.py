@@ -16,10 +16,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.characters import Character
-from reveriemem.clauses import is_action_subject
-from reveriemem.mentions import Mention
-from reveriemem.text import Paragraph
+from reveriemem.core.characters import Character
+from reveriemem.core.text import Paragraph
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.mentions import Mention
 
 ATTRIBUTION_VERSION = "dialogue-v1"
 

@@ -4,7 +4,7 @@
 recording stand-in model that answers every program with output of a
 plausible size drawn from its own input (so later prompts, such as earlier
 summaries, grow as they would). Every prompt and answer is counted with
-`reveriemem.tokens`. The real model is never called; the dry run costs the
+`reveriemem.core.tokens`. The real model is never called; the dry run costs the
 time of an offline build.
 
 The stand-in's answer sizes are assumptions, listed in `ANSWER_SIZES`; a
@@ -24,10 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from reveriemem.core.registry import books_root, load_book
+from reveriemem.core.settings import HOME_ENV, environment
+from reveriemem.core.tokens import count_tokens, counter_name
 from reveriemem.models import FakeModel
-from reveriemem.registry import books_root, load_book
-from reveriemem.settings import HOME_ENV, environment
-from reveriemem.tokens import count_tokens, counter_name
 
 ANSWER_SIZES = {
     "SummariseSceneAsCharacter": "three fields of 60, 40 and 30 words",
