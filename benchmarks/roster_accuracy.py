@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import tempfile
 import time
-from pathlib import Path
 
 from eval.rosters import score_rosters
 from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path, demo_gold
@@ -33,13 +31,11 @@ def main() -> None:
     print(f"book: {DEMO_SLUG} ({book.info['body_words']} words, {len(gold['scenes'])} gold scenes, "
           f"{len(book.characters)} characters)")
     for spec in args.lm or ["none"]:
-        with tempfile.TemporaryDirectory() as cache:
-            handle = open_model(spec, cache_dir=Path(cache))
+        with open_model(spec) as handle:  # answers already in the data home's model cache are not asked again
             started = time.monotonic()
             score = score_rosters(BookReading(book), gold, handle)
             seconds = time.monotonic() - started
             usage = handle.usage.summary()
-            handle.close()
         print(f"method: {score.method}")
         print(f"  roster accuracy: {score.accuracy:.3f} ({score.correct}/{score.total})")
         print(f"  scene boundaries: precision {score.boundary_precision:.2f}, recall {score.boundary_recall:.2f}")

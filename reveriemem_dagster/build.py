@@ -224,7 +224,7 @@ def _identity_changed(instance: dg.DagsterInstance, record: dg.EventLogRecord, i
 def build_identity(lm: str = "", embedder: str = "") -> dict[str, str]:
     """The tags naming what a build's outputs are made with (model strings resolved from the environment)."""
     from reveriemem.core.settings import embedder_spec
-    from reveriemem.models.opening import resolve_spec
+    from reveriemem.models.backends import resolve_spec
 
     return {MODEL_TAG: resolve_spec(lm or None).name, EMBEDDER_TAG: embedder or embedder_spec()}
 

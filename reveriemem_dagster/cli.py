@@ -163,7 +163,7 @@ def estimate(book: str, lm: str) -> None:
     model (the named model is never called) and counts every prompt with the
     cl100k tokenizer; completion sizes are assumptions, listed in the output.
     """
-    from reveriemem.models.opening import resolve_spec
+    from reveriemem.models.backends import resolve_spec
     from reveriemem.source_to_memory.estimate import dry_run, format_estimate
 
     load_book(book)

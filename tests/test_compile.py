@@ -23,7 +23,8 @@ from reveriemem.core.registry import load_book
 from reveriemem.inference import agent as agent_module
 from reveriemem.inference.agent import COMPILED_ENV, CompiledProgramError, InferencePrograms, ReverieAgent
 from reveriemem.inference.retrieval import MemoryReader
-from reveriemem.models import FakeModel, cache_key, register_fake, unregister_fake
+from reveriemem.models import FakeModel, register_fake, unregister_fake
+from reveriemem.models.cache import cache_key
 from reveriemem_dagster.cli import main
 
 _local = threading.local()

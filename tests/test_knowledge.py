@@ -180,7 +180,7 @@ def test_offline_build_gives_bounded_evidence_units_filterable_inside_lancedb():
 def test_model_build_with_gold_extraction_stores_gold_visibility():
     from eval.gold_extraction import gold_graph_handler
     from reveriemem.core.registry import load_book
-    from reveriemem.models.opening import register_fake, unregister_fake
+    from reveriemem.models.backends import register_fake, unregister_fake
 
     _materialise("none")  # registers the demo story
     book = load_book(DEMO_SLUG)

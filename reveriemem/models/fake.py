@@ -19,7 +19,7 @@ from dspy import lm15
 from dspy.adapters.utils import parse_value
 from dspy.clients.engines.base import validate_request
 
-from reveriemem.models.handle import ModelHandle
+from reveriemem.models.handle import ModelHandle, build_lm
 from reveriemem.models.llama_engine import AsyncEngine
 from reveriemem.models.naming import signature_label
 from reveriemem.models.usage import UsageRecorder
@@ -108,16 +108,16 @@ class FakeModel:
             return list(self._calls)
 
     def handle(self, *, max_tokens: int = 1024, temperature: float = 0.0, cache: bool = False) -> ModelHandle:
-        """A model handle around this fake; DSPy's response cache stays off.
+        """A model handle around this fake (DSPy's response cache is off, as for every model).
 
         `cache=True` lets `run_program` use the persistent model cache under
         the data home, keyed by this fake's `name` (off by default, so tests
         that reuse one fake in one home see every call).
         """
         usage = UsageRecorder(self.name)
-        lm = dspy.LM(
-            self.model, engine=self, async_engine=AsyncEngine(self), cache=False, num_retries=0,
-            max_tokens=max_tokens, temperature=temperature, callbacks=[usage.callback()],
+        lm = build_lm(
+            self.model, usage, engine=self, async_engine=AsyncEngine(self), num_retries=0,
+            max_tokens=max_tokens, temperature=temperature,
         )
         return ModelHandle(name=self.name, lm=lm, usage=usage, is_fake=True, cache=cache)
 

@@ -1,4 +1,11 @@
-"""The object every caller of a language model holds."""
+"""The object every caller of a language model holds, and the one place a `dspy.LM` is built.
+
+Invariant: DSPy's own response cache is off for every model this project
+opens (`build_lm`). The project keeps one model cache, the persistent SQLite
+cache of `reveriemem.models.cache`, which `run_program` consults for handles
+with `cache=True`; it is shared by processes, keyed by the program's state,
+and is what lets an interrupted build resume without repeating model calls.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,13 @@ from typing import Any
 import dspy
 
 from reveriemem.models.usage import UsageRecorder
+
+DSPY_RESPONSE_CACHE = False  # the one switch for DSPy's cache; see the module doc
+
+
+def build_lm(model: str, usage: UsageRecorder, **kwargs: Any) -> dspy.LM:
+    """A `dspy.LM` for `model` whose calls feed `usage`, with DSPy's response cache off."""
+    return dspy.LM(model, cache=DSPY_RESPONSE_CACHE, callbacks=[usage.callback()], **kwargs)
 
 
 @dataclass(eq=False, repr=False)

@@ -121,7 +121,7 @@ def _scratch_home(slug: str) -> Iterator[str]:
 
 def dry_run(slug: str, embedder: str = "hash") -> Estimate:
     """Build the book with the recording stand-in in a scratch home; count every call's tokens."""
-    from reveriemem.models.opening import register_fake, unregister_fake
+    from reveriemem.models.backends import register_fake, unregister_fake
     from reveriemem_dagster.build import build_book
 
     book = load_book(slug)

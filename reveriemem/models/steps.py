@@ -1,4 +1,10 @@
-"""Running a DSPy program against a model handle, with retries and clear errors."""
+"""Running one model step: a DSPy program against a model handle.
+
+`run_program` runs it with retries, the persistent model cache and
+one-sentence errors; `run_or_fallback` runs it and, when the model is absent
+or its output never parses, takes the step's deterministic twin instead and
+says which method produced the result.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,9 @@ import logging
 import os
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import dspy
 import pydantic
@@ -22,7 +30,7 @@ from dspy.utils.exceptions import (
 )
 
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
-from reveriemem.models import cache as model_cache
+from reveriemem.models.cache import lookup, store
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label
 
@@ -40,6 +48,53 @@ _UNUSABLE = (LMAuthError, LMConfigurationError, LMUnsupportedModelError)
 _PARSE_ERRORS = (AdapterParseError, pydantic.ValidationError, json.JSONDecodeError)
 _RETRY_TEMPERATURE = 0.7  # a deterministic model repeats its bad answer at temperature 0
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StepOutcome(Generic[T]):
+    """What one model step produced, and by which method.
+
+    `method` is `model:<handle.name>` when the model's answer was used, else
+    the fallback's label (`failed_method` when the model was asked and its
+    output never parsed); `error` then says why, in one sentence.
+    """
+
+    value: T
+    method: str
+    error: str | None = None
+
+    @property
+    def by_model(self) -> bool:
+        return self.error is None and self.method.startswith("model:")
+
+
+def run_or_fallback(
+    handle: ModelHandle,
+    step: Callable[[ModelHandle], T],
+    fallback: Callable[[], T],
+    *,
+    fallback_method: str,
+    failed_method: str | None = None,
+) -> StepOutcome[T]:
+    """Run a model step, or its deterministic twin when there is no model or no parsed answer.
+
+    `step(handle)` makes the step's model calls (through `run_program`) and
+    turns the predictions into the step's value; `fallback()` computes the
+    same kind of value without a model. With no model (`handle.lm is None`)
+    only the fallback runs, labelled `fallback_method`. A `ModelOutputError`
+    from the step (output that never parsed, or an answer the step rejects)
+    gives the fallback's value labelled `failed_method` (default
+    `fallback_method`) with the error's sentence. `ModelUnavailableError` and
+    every other error propagate: an unreachable model fails the asset.
+    """
+    if handle.lm is None:
+        return StepOutcome(fallback(), fallback_method)
+    try:
+        return StepOutcome(step(handle), f"model:{handle.name}")
+    except ModelOutputError as exc:
+        return StepOutcome(fallback(), failed_method or fallback_method, str(exc))
+
 
 def run_program(
     handle: ModelHandle,
@@ -54,9 +109,8 @@ def run_program(
     The program is tried at most `retries` times in all. A transient failure
     (rate limit, timeout, refused connection, server error) or output the
     adapter cannot parse is tried again after `backoff * 2**n` seconds; a retry
-    after unparseable output bypasses DSPy's cache and, at temperature 0,
-    samples at a small temperature so a deterministic model can answer
-    differently. With `handle.cache`, a prediction already in the persistent
+    after unparseable output, at temperature 0, samples at a small
+    temperature so a deterministic model can answer differently. With `handle.cache`, a prediction already in the persistent
     model cache (same model, program and inputs) is returned without calling
     the model and counted as a cache hit; a parsed prediction is stored
     there (failures never are). Raises ModelOutputError when the output never
@@ -69,7 +123,7 @@ def run_program(
         )
     key: str | None = None
     if handle.cache:
-        key, cached = model_cache.lookup(handle, program, inputs)
+        key, cached = lookup(handle, program, inputs)
         if cached is not None:
             handle.usage.record_cache_hit()
             return cached
@@ -100,7 +154,7 @@ def run_program(
             logger.warning("Model %s failed transiently (try %d of %d): %s", handle.name, attempt, tries, _reason(exc))
         else:
             if key is not None:
-                model_cache.store(key, handle, program, prediction)
+                store(key, handle, program, prediction)
             return prediction
         time.sleep(backoff * 2 ** (attempt - 1))
     raise AssertionError("unreachable")  # pragma: no cover
@@ -121,12 +175,8 @@ def _unavailable(name: str, exc: LMError) -> ModelUnavailableError:
 
 
 def _fresh_sample(lm: dspy.LM) -> dspy.LM:
-    """A copy of `lm` whose next answer is neither served from nor kept in DSPy's cache.
-
-    (A fixed rollout id would replay the bad answers a previous run cached, so
-    a re-run of a failed scene could never succeed.)
-    """
-    changes: dict[str, Any] = {"cache": False}
+    """A copy of `lm` that samples: at temperature 0 it would repeat its bad answer."""
+    changes: dict[str, Any] = {"cache": False}  # as every LM here (handle.build_lm), said again for copies
     if lm.kwargs.get("temperature") == 0:
         changes["temperature"] = _RETRY_TEMPERATURE
     return lm.copy(**changes)
