@@ -21,25 +21,25 @@ from reveriemem.core import progress
 from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import ENTITIES, FACTS, MEMBERSHIPS, SCENE_GRAPHS
 from reveriemem.core.storage import frame
-from reveriemem.source_to_memory.semantic import (
-    EVIDENCE_METHOD,
+from reveriemem.source_to_memory.entities import (
     OFFLINE_ENTITY_METHOD,
-    accounts_of,
-    assign_visibility,
     canonical_entities,
     entity_rows,
-    evidence_units,
-    extract_scene_graphs,
-    fact_rows,
-    graph_rows,
-    graphs_from_rows,
     offline_entities,
+)
+from reveriemem.source_to_memory.entities import (
+    memberships as membership_statements,
+)
+from reveriemem.source_to_memory.facts import (
+    EVIDENCE_METHOD,
+    accounts_of,
+    assign_visibility,
+    evidence_units,
+    fact_rows,
     presences_from_rosters,
     relation_facts,
 )
-from reveriemem.source_to_memory.semantic import (
-    memberships as membership_statements,
-)
+from reveriemem.source_to_memory.semantic import extract_scene_graphs, graph_rows, graphs_from_rows
 from reveriemem.source_to_memory.visibility import Membership
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel

@@ -16,8 +16,8 @@ from reveriemem.core import progress
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS
 from reveriemem.core.storage import frame
-from reveriemem.source_to_memory import emotions
-from reveriemem.source_to_memory.emotions import Line, annotate_lines
+from reveriemem.source_to_memory.dialogue_records import Line, annotate_lines
+from reveriemem.source_to_memory.dialogue_records import emotion_transitions as transition_record
 from reveriemem.source_to_memory.patterns import build_patterns, pattern_rows
 from reveriemem.source_to_memory.reading import BookReading
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
@@ -76,7 +76,7 @@ def emotion_transitions(context: dg.AssetExecutionContext, dialogue_records: pl.
         context.add_output_metadata({"in_book": False})
         return frame([], EMOTION_TRANSITIONS)
     mine = dialogue_records.filter(pl.col("speaker") == part.character).to_dicts()
-    table = frame(emotions.emotion_transitions(mine), EMOTION_TRANSITIONS)
+    table = frame(transition_record(mine), EMOTION_TRANSITIONS)
     context.add_output_metadata({
         "in_book": True, "transitions": table.height,
         "emotion_changes": table.filter(pl.col("changed") & pl.col("from_emotion").is_not_null()).height,

@@ -18,17 +18,11 @@ import polars as pl
 from eval.rosters import gold_scene_spans
 from reveriemem.core.registry import Book
 from reveriemem.models import FakeModel
+from reveriemem.source_to_memory.entities import canonical_entities, memberships
+from reveriemem.source_to_memory.facts import accounts_of, assign_visibility, presences_from_rosters, relation_facts
 from reveriemem.source_to_memory.preparation import roster_rows
 from reveriemem.source_to_memory.reading import BookReading
-from reveriemem.source_to_memory.semantic import (
-    accounts_of,
-    assign_visibility,
-    canonical_entities,
-    extract_scene_graphs,
-    memberships,
-    presences_from_rosters,
-    relation_facts,
-)
+from reveriemem.source_to_memory.semantic import extract_scene_graphs
 
 
 def _normal(text: str) -> str:

@@ -8,19 +8,10 @@ import pytest
 
 from reveriemem.core.demo import DEMO_SLUG, demo_gold
 from reveriemem.models import FakeModel
+from reveriemem.source_to_memory.entities import canonical_entities, normal_key, offline_entity_type
+from reveriemem.source_to_memory.facts import EVIDENCE_METHOD, evidence_units, relation_facts
 from reveriemem.source_to_memory.reading import BookReading
-from reveriemem.source_to_memory.semantic import (
-    EVIDENCE_METHOD,
-    SceneGraph,
-    canonical_entities,
-    evidence_units,
-    extract_scene_graphs,
-    locate,
-    normal_key,
-    offline_entity_type,
-    relation_facts,
-    scene_passages,
-)
+from reveriemem.source_to_memory.semantic import SceneGraph, extract_scene_graphs, locate, scene_passages
 
 
 def test_locate_finds_exact_normalised_and_paraphrased_quotes():

@@ -12,22 +12,10 @@ from assets import scenes as scene_assets
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.text import split_paragraphs
 from reveriemem.models import FakeModel, open_model
-from reveriemem.source_to_memory.emotions import (
-    HEURISTIC_METHOD,
-    Context,
-    Line,
-    annotate_lines,
-    emotion_transitions,
-    read_utterance,
-    utterance_act,
-)
-from reveriemem.source_to_memory.patterns import (
-    behaviour_units,
-    build_patterns,
-    cluster_units,
-    excerpts_of,
-    pattern_rows,
-)
+from reveriemem.source_to_memory.clustering import behaviour_units, cluster_units
+from reveriemem.source_to_memory.dialogue_records import Context, Line, annotate_lines, emotion_transitions
+from reveriemem.source_to_memory.emotions import HEURISTIC_METHOD, read_utterance, utterance_act
+from reveriemem.source_to_memory.patterns import build_patterns, excerpts_of, pattern_rows
 from reveriemem.source_to_memory.reading import BookReading
 from tests.conftest import write_book
 

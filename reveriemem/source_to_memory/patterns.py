@@ -1,44 +1,17 @@
 """The personality layer: each character's behavioural patterns (paper:
 "Personality clustering", second half).
 
-1. **Behaviour units.** A character's annotated utterances are cut into
-   units: a run of consecutive utterances in one scene, broken where the
-   register changes (a new non-neutral emotion) or the run grows long
-   (`MAX_UNIT_UTTERANCES`, `MAX_UNIT_WORDS`). A scene is therefore one unit
-   or several, which gives hdbscan enough points for a main character.
-2. **Features.** The character's own lines are embedded once; a unit's text
-   vector is the normalised mean of its lines. Its behaviour profile is the
-   intensity-weighted emotion histogram, the act histogram (question,
-   command, ...), the mean intensity and the mean length. Both parts are
-   L2-normalised and weighted equally, so the cosine of two units is the mean
-   of their text and profile cosines.
-3. **Clustering.** The unit vectors are centred and projected on their
-   leading principal components (5 to 12, `reduced_dimensions`), normalised
-   again, and clustered by hdbscan with the euclidean metric (on unit
-   vectors it orders pairs as cosine does). Density clustering of a few dozen
-   points in 400 dimensions calls almost everything noise; in a handful of
-   dimensions it finds the groups. `min_cluster_size` grows with the number
-   of units (`min_cluster_size_for`), so the number of patterns is not fixed.
-   Every member of a cluster pattern must reach cosine `ATTACH_FLOOR` with
-   its cluster's centre in the full space; one the projection misplaced is
-   treated as noise. **Noise** is handled so: a noise unit joins the cluster
-   whose centre it reaches with cosine `ATTACH_FLOOR` (the nearest such);
-   otherwise it stays a pattern of its own (`origin = "noise"`), because a
-   one-off register (a single outburst) is what a style anchor is for.
-   Without hdbscan, units
-   are grouped in story order by a similarity floor (`THRESHOLD_FLOOR`,
-   `origin = "threshold"`): for a character with one or two units, when all
-   units are identical, or when hdbscan finds no cluster at all. No
-   utterances, no patterns.
-4. **Patterns.** Each pattern keeps up to three canonical excerpts: verbatim
-   slices of the book's text from the character's own quoted speech (a quote,
-   or a few of its sentences up to `MAX_EXCERPT_WORDS` words), those nearest
-   the pattern centre, one per unit first; its scenes and utterance offsets;
-   and a one-line description, written by the model
-   (`DescribePattern`) or, offline or when the output never parses, by a
-   template from the dominant emotion, intensity, acts, addressee and
-   characteristic words (`heuristic:pattern-v1`). The description is
-   embedded for retrieval.
+The behaviour units and their clustering live in
+`reveriemem.source_to_memory.clustering`; this module turns each group of
+units into a pattern. Each pattern keeps up to three canonical excerpts:
+verbatim slices of the book's text from the character's own quoted speech (a
+quote, or a few of its sentences up to `MAX_EXCERPT_WORDS` words), those
+nearest the pattern centre, one per unit first; its scenes and utterance
+offsets; and a one-line description, written by the model (`DescribePattern`)
+or, offline or when the output never parses, by a template from the dominant
+emotion, intensity, acts, addressee and characteristic words
+(`heuristic:pattern-v1`). The description is embedded for retrieval. No
+utterances, no patterns.
 """
 
 from __future__ import annotations
@@ -58,6 +31,15 @@ from reveriemem.core.embeddings import Embedder
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import Paragraph, normalise_space
 from reveriemem.models import ModelHandle, run_program
+from reveriemem.source_to_memory.clustering import (
+    Unit,
+    behaviour_units,
+    centroid,
+    cluster_units,
+    combine,
+    profile,
+    unit_norm,
+)
 from reveriemem.source_to_memory.dialogue import quote_spans
 from reveriemem.source_to_memory.emotions import ACTS
 
@@ -65,18 +47,11 @@ log = logging.getLogger(__name__)
 
 PATTERN_VERSION = "pattern-v1"
 HEURISTIC_METHOD = f"heuristic:{PATTERN_VERSION}"
-MAX_UNIT_UTTERANCES = 4
-MAX_UNIT_WORDS = 120
 MAX_EXCERPT_WORDS = 40
 MIN_EXCERPT_WORDS = 3  # shorter lines are excerpts only when nothing longer is near the centre
 EXCERPTS = 3
 PROMPT_LINES = 4
 PROMPT_LINE_WORDS = 25
-TEXT_WEIGHT = 0.5  # share of the text embedding in the unit cosine; the profile has the rest
-MIN_HDBSCAN_UNITS = 3
-ATTACH_FLOOR = 0.6
-MIN_SAMPLES = 2
-THRESHOLD_FLOOR = 0.6
 
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)]*\s+")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’]+")
@@ -112,12 +87,6 @@ class Excerpt:
 
 
 @dataclass
-class Unit:
-    scene_id: int
-    records: list[int]  # indexes into the character's records
-
-
-@dataclass
 class Pattern:
     units: list[int]
     origin: str  # cluster | noise | threshold
@@ -128,13 +97,6 @@ class Pattern:
     method: str = HEURISTIC_METHOD
     error: str | None = None
 
-
-@dataclass
-class Clustering:
-    groups: list[list[int]]  # unit indexes per group
-    origins: list[str]
-    attached: list[int]  # noise units attached per group
-    label: str  # how the groups were made
 
 
 # -- excerpts ------------------------------------------------------------
@@ -203,142 +165,6 @@ def _clause_cut(text: str, s: int, e: int) -> int:
         if count == MAX_EXCERPT_WORDS:
             break
     return clause if clause is not None else cut
-
-
-# -- units and features ------------------------------------------------------
-
-
-def behaviour_units(records: Sequence[dict[str, Any]]) -> list[Unit]:
-    """Consecutive utterances of one scene, cut where the register changes or the run grows long."""
-    units: list[Unit] = []
-    mood: str | None = None
-    words = 0
-    for index, record in enumerate(records):
-        emotion = record["emotion"]
-        length = len(str(record["text"]).split())
-        current = units[-1] if units else None
-        shift = emotion != "neutral" and mood is not None and emotion != mood
-        if current is None or current.scene_id != record["scene_id"] or shift \
-                or len(current.records) >= MAX_UNIT_UTTERANCES or words + length > MAX_UNIT_WORDS:
-            units.append(Unit(scene_id=int(record["scene_id"]), records=[index]))
-            mood, words = (emotion if emotion != "neutral" else None), length
-            continue
-        current.records.append(index)
-        words += length
-        if emotion != "neutral":
-            mood = emotion
-    return units
-
-
-def _unit_norm(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
-
-
-def profile(records: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Emotion histogram (intensity-weighted), act histogram, mean intensity and length; unit length."""
-    emotions = np.zeros(len(EMOTIONS), dtype=np.float32)
-    acts = np.zeros(len(ACTS), dtype=np.float32)
-    for record in records:
-        emotions[EMOTIONS.index(record["emotion"]) if record["emotion"] in EMOTIONS else -1] += record["intensity"]
-        acts[ACTS.index(record["act"]) if record["act"] in ACTS else -1] += 1.0
-    emotions /= max(float(emotions.sum()), 1e-9)
-    acts /= max(float(acts.sum()), 1e-9)
-    intensity = float(np.mean([r["intensity"] for r in records])) / 5.0
-    length = min(1.0, float(np.mean([len(str(r["text"]).split()) for r in records])) / 60.0)
-    return _unit_norm(np.concatenate([emotions, acts, np.array([intensity, length], dtype=np.float32)]))
-
-
-def combine(text_vectors: np.ndarray, profiles: np.ndarray) -> np.ndarray:
-    """Text and profile, each unit length, weighted so the result has unit length."""
-    return np.concatenate([_unit_norm(text_vectors) * math.sqrt(TEXT_WEIGHT),
-                           _unit_norm(profiles) * math.sqrt(1.0 - TEXT_WEIGHT)], axis=1).astype(np.float32)
-
-
-# -- clustering ---------------------------------------------------------------
-
-
-def min_cluster_size_for(units: int) -> int:
-    """Grows slowly with the number of units: 2 up to 12 units, 3 up to 30, ... 8 from about 240."""
-    return max(2, min(8, round(math.sqrt(units) / 2)))
-
-
-def reduced_dimensions(units: int) -> int:
-    """Dimensions kept for hdbscan: 5 for a handful of units, up to 12 for hundreds."""
-    return min(units - 1, max(5, min(12, units // 6)))
-
-
-def _centre(vectors: np.ndarray) -> np.ndarray:
-    return _unit_norm(vectors.mean(axis=0))
-
-
-def reduce(vectors: np.ndarray, dimensions: int) -> np.ndarray:
-    """The leading principal components of the vectors, each row normalised again (empty if all rows are equal)."""
-    centred = vectors - vectors.mean(axis=0)
-    _, singular, components = np.linalg.svd(centred, full_matrices=False)
-    keep = [i for i in range(min(dimensions, len(singular))) if singular[i] > 1e-6]
-    return _unit_norm(centred @ components[keep].T) if keep else np.zeros((len(vectors), 0))
-
-
-def cluster_units(vectors: np.ndarray) -> Clustering:
-    """Group unit vectors (rows, unit length) into patterns; see the module docstring."""
-    n = len(vectors)
-    if n == 0:
-        return Clustering([], [], [], "none")
-    if n < MIN_HDBSCAN_UNITS:
-        return _threshold(vectors, f"few units ({n})")
-    reduced = reduce(vectors, reduced_dimensions(n))
-    if reduced.shape[1] == 0:
-        return _threshold(vectors, "identical units")
-    import hdbscan  # imported here: it takes a moment and only this step needs it
-
-    size = min_cluster_size_for(n)
-    clusterer = hdbscan.HDBSCAN(min_cluster_size=size, min_samples=MIN_SAMPLES, metric="euclidean",
-                                cluster_selection_method="eom", core_dist_n_jobs=1)
-    labels = [int(x) for x in clusterer.fit_predict(reduced.astype(np.float64))]
-    label = f"hdbscan(pca={reduced.shape[1]},min_cluster_size={size},min_samples={MIN_SAMPLES})"
-    groups = [[i for i in range(n) if labels[i] == c] for c in sorted({x for x in labels if x >= 0})]
-    # a member far from its cluster's centre in the full space (the projection put it there) is noise too
-    noise = [i for i in range(n) if labels[i] < 0]
-    for group in groups:
-        centre = _centre(vectors[group])
-        far = [i for i in group if float(centre @ vectors[i]) < ATTACH_FLOOR]
-        if len(far) < len(group):
-            noise.extend(far)
-            group[:] = [i for i in group if i not in far]
-        else:  # nobody near the centre: not a cluster at all
-            noise.extend(group)
-            group.clear()
-    groups = [g for g in groups if g]
-    if not groups:
-        return _threshold(vectors, f"{label} found no cluster")
-    origins = ["cluster"] * len(groups)
-    attached = [0] * len(groups)
-    centres = np.stack([_centre(vectors[g]) for g in groups])
-    for i in sorted(noise):
-        sims = centres @ vectors[i]
-        best = int(np.argmax(sims))
-        if sims[best] >= ATTACH_FLOOR:
-            groups[best].append(i)
-            attached[best] += 1
-        else:
-            groups.append([i])
-            origins.append("noise")
-            attached.append(0)
-    return Clustering([sorted(g) for g in groups], origins, attached, f"{label}+noise(floor={ATTACH_FLOOR})")
-
-
-def _threshold(vectors: np.ndarray, why: str) -> Clustering:
-    """Without hdbscan: in story order, a unit joins the first group whose centre it reaches `THRESHOLD_FLOOR` with."""
-    groups: list[list[int]] = []
-    for i, vector in enumerate(vectors):
-        home = next((g for g in groups if float(_centre(vectors[g]) @ vector) >= THRESHOLD_FLOOR), None)
-        if home is None:
-            groups.append([i])
-        else:
-            home.append(i)
-    return Clustering(groups, ["threshold"] * len(groups), [0] * len(groups),
-                      f"threshold(floor={THRESHOLD_FLOOR}): {why}")
 
 
 # -- descriptions -----------------------------------------------------------------
@@ -443,7 +269,7 @@ def build_patterns(
     for u, unit in enumerate(units):
         rows = [i for r in unit.records for i in of_record.get(r, [])]
         if rows:
-            unit_text[u] = _unit_norm(line_vectors[rows].mean(axis=0))
+            unit_text[u] = unit_norm(line_vectors[rows].mean(axis=0))
     unit_vectors = combine(unit_text, np.stack([profile([ordered[r] for r in unit.records]) for unit in units]))
     clustering = cluster_units(unit_vectors)
     line_features = (combine(line_vectors, record_profiles[[e.record for e in excerpts]])
@@ -455,7 +281,7 @@ def build_patterns(
     patterns: list[Pattern] = []
     for group, origin, attached in zip(clustering.groups, clustering.origins, clustering.attached):
         pattern = Pattern(units=group, origin=origin, clustering=clustering.label, attached_noise=attached)
-        centre = _centre(unit_vectors[group])
+        centre = centroid(unit_vectors[group])
         in_group = {r for u in group for r in units[u].records}
         candidates = [i for i, e in enumerate(excerpts) if e.record in in_group]
         pattern.excerpts = _pick_excerpts(excerpts, candidates, line_features, centre, unit_of_record)
@@ -474,7 +300,7 @@ def build_patterns(
         if program is None:
             pattern.description = fallback
         else:
-            centre = _centre(unit_vectors[pattern.units])
+            centre = centroid(unit_vectors[pattern.units])
             member_set = {r for u in pattern.units for r in units[u].records}
             nearest = sorted((i for i, e in enumerate(excerpts) if e.record in member_set),
                              key=lambda i: -float(line_features[i] @ centre))[:PROMPT_LINES]

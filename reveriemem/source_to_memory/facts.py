@@ -1,0 +1,283 @@
+"""The Semantic layer, step three: SPOCV facts and their visibility.
+
+`relation_facts` deduplicates the extracted relations against the canonical
+entity table (one fact per subject, predicate and object); the offline path,
+`evidence_units`, turns every sentence of a scene into a visibility-tagged
+evidence unit: its speaker or acting characters lived it, those present when
+it is said or narrated observed it. `assign_visibility` then grants each fact
+to characters through `reveriemem.source_to_memory.visibility`, from the
+rosters' presence intervals, reported accounts and the membership graph.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import polars as pl
+
+from reveriemem.core.registry import Book
+from reveriemem.core.text import Paragraph, split_paragraphs
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
+from reveriemem.source_to_memory.entities import EntityTable, normal_key
+from reveriemem.source_to_memory.mentions import AliasMatcher
+from reveriemem.source_to_memory.semantic import SceneGraph
+from reveriemem.source_to_memory.visibility import (
+    Account,
+    FactEvidence,
+    Grant,
+    Membership,
+    MembershipGraph,
+    Presence,
+    PresenceIndex,
+    Statement,
+    assign,
+    strongest,
+    visible_from,
+)
+
+EVIDENCE_METHOD = "heuristic:evidence-units-v1"
+_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)]*|$)")
+# A narrator's private reflection, or narration reaching back years: nobody present perceives it.
+_REFLECTION = re.compile(
+    r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
+    r"feel|felt|fear(?:ed)?|hope[d]?|doubt(?:ed)?)\b"
+)
+_LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",
+                       re.IGNORECASE)
+
+
+
+
+@dataclass
+class Fact:
+    subject: str
+    predicate: str
+    object: str
+    cause: str
+    evidence: str
+    subject_entity: str | None
+    object_entity: str | None
+    evidence_start: int
+    evidence_end: int
+    scene_id: int
+    method: str
+    evidence_facts: FactEvidence
+    shared_orgs: set[str] = field(default_factory=set)
+    error: str | None = None
+    grants: list[Grant] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        if not self.predicate:
+            return self.evidence
+        core = " ".join(p for p in (self.subject, self.predicate, self.object) if p)
+        return f"{core} (because {self.cause})" if self.cause else core
+
+
+def presences_from_rosters(rosters: pl.DataFrame) -> list[Presence]:
+    present = rosters.filter(pl.col("status").str.starts_with("present") & pl.col("present_start").is_not_null())
+    return [Presence(r["character"], int(r["scene_id"]), int(r["present_start"]), int(r["present_end"]))
+            for r in present.iter_rows(named=True)]
+
+
+class SpanFacts:
+    """Spoken/private judgements of a source offset, from quotation marks and narrator spans."""
+
+    def __init__(self, book: Book):
+        self.text = book.text
+        self._paragraphs = split_paragraphs(book.text, book.body_start, book.body_end)
+        self._starts = [p.start for p in self._paragraphs]
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+        self._narrated: list[tuple[int, int]] = []
+        self._narrators: list[tuple[int, int, str]] = []
+        for character in book.characters:
+            self._narrated += [(int(a), int(b)) for a, b in character.narrator_spans]
+            self._narrators += [(int(a), int(b), character.slug) for a, b in character.narrator_spans]
+
+    def _paragraph(self, offset: int) -> Paragraph | None:
+        import bisect
+
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        paragraph = self._paragraphs[i]
+        return paragraph if paragraph.start <= offset < paragraph.end else None
+
+    def spoken(self, offset: int) -> bool:
+        paragraph = self._paragraph(offset)
+        if paragraph is None:
+            return False
+        if paragraph.start not in self._spans:
+            self._spans[paragraph.start] = quote_spans(paragraph)[0]
+        return in_spans(offset, self._spans[paragraph.start])
+
+    def narrator(self, start: int) -> str | None:
+        """The first-person narrator who tells this narration (not speech): they know what they tell."""
+        if self.spoken(start):
+            return None
+        return next((slug for a, b, slug in self._narrators if a <= start < b), None)
+
+    def private(self, start: int, end: int) -> bool:
+        """Narration nobody present perceives: a first-person narrator's reflection, or an aside reaching back years."""
+        if self.spoken(start):
+            return False
+        sentence = self.sentence(start, end)
+        if _LONG_AGO.search(sentence):
+            return True
+        return any(a <= start < b for a, b in self._narrated) and bool(_REFLECTION.search(sentence))
+
+    def sentence(self, start: int, end: int) -> str:
+        paragraph = self._paragraph(start)
+        if paragraph is None:
+            return self.text[start:end]
+        before = self.text[paragraph.start:start]
+        ends = [m.end() for m in re.finditer(r"[.!?][\"'”’]?\s", before)]
+        begin = paragraph.start + (ends[-1] if ends else 0)
+        after = re.search(r"[.!?]", self.text[end:paragraph.end])
+        return self.text[begin:end + (after.end() if after else paragraph.end - end)]
+
+
+def relation_facts(book: Book, table: EntityTable, graphs: Sequence[SceneGraph]) -> list[Fact]:
+    """Relations of every passage as facts, deduplicated against the canonical entity table."""
+    spans = SpanFacts(book)
+    merged: dict[tuple[str, str, str], Fact] = {}
+    order: list[tuple[str, str, str]] = []
+    for graph in graphs:
+        for raw in graph.relations:
+            subject, predicate, obj = (str(raw.get(k, "")).strip() for k in ("subject", "predicate", "object"))
+            if not subject or not predicate:
+                continue
+            start, end = int(raw["evidence_start"]), int(raw["evidence_end"])
+            subject_id, object_id = table.resolve(subject), table.resolve(obj) if obj else None
+            key = (subject_id or normal_key(subject), normal_key(predicate), object_id or normal_key(obj))
+            statement = Statement(graph.scene_id, start, end, spoken=spans.spoken(start),
+                                  private=bool(raw.get("private")) or spans.private(start, end))
+            participants = {c for n in raw.get("participants", []) if (c := table.character_of(str(n)))}
+            participants |= table.characters_in(subject) | (table.characters_in(obj) if obj else set())
+            narrator = spans.narrator(start)
+            if narrator:
+                participants.add(narrator)
+            witnesses = {c for n in raw.get("witnesses", []) if (c := table.character_of(str(n)))}
+            orgs = {o for n in raw.get("shared_with", []) if (o := table.lookup(str(n)))}
+            fact = merged.get(key)
+            if fact is None:
+                fact = Fact(subject, predicate, obj, str(raw.get("cause") or "").strip(), str(raw.get("evidence", "")),
+                            subject_id, object_id, start, end, graph.scene_id, graph.method,
+                            FactEvidence([], set(), set(), set(), False))
+                merged[key] = fact
+                order.append(key)
+            evidence = fact.evidence_facts
+            evidence.statements.append(statement)
+            evidence.participants |= participants
+            evidence.witnesses |= witnesses
+            evidence.shared_with |= orgs
+            evidence.common = evidence.common or bool(raw.get("common"))
+            fact.shared_orgs |= orgs
+            if not fact.cause and raw.get("cause"):
+                fact.cause = str(raw["cause"]).strip()
+    return [merged[k] for k in order]
+
+
+def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance_speakers: dict[int, str],
+                   method: str = EVIDENCE_METHOD, error: str | None = None) -> list[Fact]:
+    """The offline Semantic layer: each sentence of a scene as a visibility-tagged evidence unit.
+
+    `utterance_speakers` maps a quotation's start offset to its attributed focus speaker.
+    The speaker of a quoted sentence and the characters acting in a narrated one lived it.
+    """
+    spans = SpanFacts(book)
+    matcher = AliasMatcher(book.characters)
+    speaker_starts = sorted(utterance_speakers)
+    import bisect
+
+    facts: list[Fact] = []
+    for scene_id, start, end in scenes:
+        for paragraph in split_paragraphs(book.text, start, end):
+            quotes = quote_spans(paragraph)[0]
+            for match in _SENTENCE.finditer(book.text, paragraph.start, paragraph.end):
+                sentence = match.group()
+                stripped = sentence.strip()
+                if len(stripped.split()) < 4:
+                    continue
+                s_start = match.start() + len(sentence) - len(sentence.lstrip())
+                s_end = s_start + len(stripped)
+                spoken = in_spans(s_start, quotes) or in_spans(s_start + 1, quotes)
+                participants: set[str] = set()
+                speaker = ""
+                if spoken:
+                    i = bisect.bisect_right(speaker_starts, s_start) - 1
+                    if i >= 0 and paragraph.start <= speaker_starts[i] and utterance_speakers[speaker_starts[i]]:
+                        speaker = utterance_speakers[speaker_starts[i]]
+                        participants.add(speaker)
+                narrator = spans.narrator(s_start)
+                if narrator:
+                    participants.add(narrator)
+                for mention in matcher.find(book.text, s_start, s_end):
+                    if not in_spans(mention.start, quotes) and _acts(book.text, mention, s_start):
+                        participants.add(mention.character)
+                statement = Statement(scene_id, s_start, s_end, spoken=spoken, private=spans.private(s_start, s_end))
+                facts.append(Fact(speaker, "", "", "", stripped, f"person:{speaker}" if speaker else None, None,
+                                  s_start, s_end, scene_id, method, FactEvidence([statement], participants),
+                                  error=error))
+    return facts
+
+
+_AUXILIARY_VERB = re.compile(r"^\s+(?:had|has|have|would|could|will|might|must|did)\s+(?:not\s+|never\s+)?[a-z]{3,}")
+_OPENS_CLAUSE = re.compile(r"(?:^|[,;:]\s+|\b(?:and|then|while|when|as|but)\s+)$")
+
+
+def _acts(text: str, mention: Any, sentence_start: int) -> bool:
+    """Is the named character the acting subject here ("Tobin said", "Harrow had unlocked")?"""
+    if is_action_subject(text, mention, sentence_start):
+        return True
+    before = text[sentence_start:mention.start]
+    return bool(_OPENS_CLAUSE.search(before) and _AUXILIARY_VERB.match(text[mention.end:mention.end + 40]))
+
+
+def assign_visibility(
+    facts: Sequence[Fact],
+    presences: Sequence[Presence],
+    accounts: Sequence[Account],
+    member_statements: Sequence[Membership],
+    characters: Sequence[str],
+) -> None:
+    index = PresenceIndex(presences)
+    graph = MembershipGraph(member_statements)
+    for fact in facts:
+        fact.grants = assign(fact.evidence_facts, index, accounts, graph, characters)
+
+
+def accounts_of(graphs: Sequence[SceneGraph]) -> list[Account]:
+    return [Account(int(a["source_start"]), int(a["source_end"]), g.scene_id, int(a["offset"]))
+            for g in graphs for a in g.accounts]
+
+
+def fact_rows(book: Book, facts: Sequence[Fact], table: EntityTable | None) -> list[dict[str, Any]]:
+    """Rows of the `facts` table (without vectors), in story order with stable ids."""
+    rows = []
+    ordered = sorted(facts, key=lambda f: (f.evidence_start, f.evidence_end))
+    org_names = {e.entity_id: e.name for e in table.entities.values()} if table else {}
+    for n, fact in enumerate(ordered, start=1):
+        best = strongest(fact.grants)
+        since = visible_from(fact.grants)
+        characters = sorted(best, key=lambda c: (since[c], c))
+        rows.append({
+            "book": book.slug, "character": "", "fact_id": f"{book.slug}:f{n:05d}", "scene_id": fact.scene_id,
+            "subject": fact.subject, "predicate": fact.predicate, "object": fact.object, "cause": fact.cause,
+            "subject_entity": fact.subject_entity, "object_entity": fact.object_entity, "text": fact.text,
+            "evidence": fact.evidence, "source_start": fact.evidence_start, "source_end": fact.evidence_end,
+            "statements": [asdict(s) for s in sorted(fact.evidence_facts.statements, key=lambda s: s.start)],
+            "visibility": characters, "routes": [best[c].route for c in characters],
+            "visible_from": [since[c] for c in characters],
+            "grants": [{"character": g.character, "route": g.route, "scene_id": g.scene_id, "offset": g.offset}
+                       for g in fact.grants],
+            "organisations": sorted(org_names.get(o, o) for o in fact.shared_orgs),
+            "common": fact.evidence_facts.common, "method": fact.method, "error": fact.error,
+        })
+    return rows
+
+
