@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reveriemem.core.errors import StorageError
-from reveriemem.core.settings import data_home, lancedb_uri
-from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.core.storage import MemoryStore, PartitionRef
 
 
 @dataclass
@@ -17,12 +16,14 @@ class BookMemory:
     entities: list[dict[str, Any]]
 
 
-def load_book_memory(book: str, uri: str | None = None) -> BookMemory:
-    """The stored facts and entities of `book`; one sentence saying what to run when not built."""
+def load_book_memory(book: str, uri: str | None = None, store: MemoryStore | None = None) -> BookMemory:
+    """The stored facts and entities of `book` in `store` (default: the data home's; `uri` names another LanceDB);
+    one sentence saying what to run when not built."""
     part = PartitionRef(book)
+    store = store or MemoryStore.for_home(lancedb=uri)
     try:
-        facts = LanceStore(uri or lancedb_uri()).read("facts", part)
-        entities = ParquetStore(data_home() / "parquet").read("entities", part)
+        facts = store.read("facts", part)
+        entities = store.read("entities", part)
     except StorageError as exc:
         raise StorageError(f"The memory of {book} is not built yet; run `reveriemem build {book}` ({exc})") from exc
     if facts.is_empty():

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from reveriemem.core.characters import Character
-from reveriemem.core.embeddings import open_embedder
-from reveriemem.core.errors import StorageError
+from reveriemem.core.embeddings import embedder_for_book
 from reveriemem.core.registry import Book, load_book
-from reveriemem.inference.agent import ReverieAgent, Turn
-from reveriemem.inference.retrieval import MemoryReader, cut_offset
+from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.memory_reader import MemoryReader, cut_offset
+from reveriemem.inference.trace import Turn
 from reveriemem.models import ModelHandle, open_model
-from reveriemem_dagster.build import EMBEDDER_TAG, built_with
 
 CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D) ends."
 
@@ -30,13 +29,13 @@ class Session:
 
 def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder: str = "",
                  as_of_scene: int | None = None, as_of_chapter: int | None = None, rounds: int = 3) -> Session:
-    """Load a book's built memory for one character (named by any alias) and a model to speak with."""
+    """Load a book's built memory for one character (named by any alias) and a model to speak with.
+
+    The embedder is the one the book's build manifest names; naming another is an `EmbedderMismatchError`.
+    """
     book = load_book(book_slug)
     character = book.character(character_name)
-    built = built_with(book.slug)
-    if not built:
-        raise StorageError(f"The memory of {book.slug} is not built yet; run `reveriemem build {book.slug}`.")
-    embedding = open_embedder(embedder or built.get(EMBEDDER_TAG) or None)
+    embedding = embedder_for_book(book.slug, embedder)
     reader = MemoryReader(book.slug, character.slug, embedding)
     as_of = None
     if as_of_scene is not None or as_of_chapter is not None:

