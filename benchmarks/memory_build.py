@@ -74,7 +74,7 @@ def main() -> None:
     print(f"   book tokens {estimate.book_tokens:,}; per book token: {estimate.per_book_token(estimate.calls) * 1000:.2f}"
           f" calls per 1k, {ratio:.2f} prompt tokens (target <= 5: {'met' if ratio <= 5 else 'NOT met'}), "
           f"{estimate.per_book_token(estimate.completion_tokens):.2f} completion tokens")
-    print("   assumed answer sizes: " + "; ".join(f"{k}: {v}" for k, v in ANSWER_SIZES.items()))
+    print("   assumed answer sizes: " + "; ".join(f"{k.__name__}: {v}" for k, v in ANSWER_SIZES.items()))
 
     started = time.monotonic()
     report = build_book(slug, lm="none", embedder=args.embedder)

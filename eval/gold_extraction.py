@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from dspy_programs.knowledge import ExtractSceneGraph
+from dspy_programs.scenes import SceneContinuity, SceneRoster
 from eval.rosters import gold_scene_spans
 from reveriemem.core.registry import Book
 from reveriemem.models import FakeModel
@@ -45,12 +47,12 @@ def gold_graph_handler(book: Book, gold: dict[str, Any]):
 
     markers = [_normal(scene["start_marker"])[:40] for scene in gold["scenes"]]
 
-    def handler(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
-        if signature == "SceneContinuity":  # the gold scene boundaries
+    def handler(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        if signature is SceneContinuity:  # the gold scene boundaries
             return {"new_scene": any(m in _normal(inputs["passage_after"])[:300] for m in markers)}
-        if signature == "SceneRoster":  # defer to the evidence floor: never raise a status
+        if signature is SceneRoster:  # defer to the evidence floor: never raise a status
             return {"roster": [{"character": c.split(" (")[0], "status": "absent"} for c in inputs["characters"]]}
-        if signature != "ExtractSceneGraph":
+        if signature is not ExtractSceneGraph:
             return {}
         passage = _normal(inputs["passage"])
         relations, entities = [], {}

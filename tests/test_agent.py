@@ -5,6 +5,7 @@ Memory-Fusion) as property tests over generated memories and hostile queries."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dspy_programs.inference import EmoGate, EmoTransition, MemoryFusion, SelectPattern, SelfProbe
 from reveriemem.core.characters import Character
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.errors import ModelOutputError, StorageError
@@ -146,27 +148,34 @@ def lamp_reader() -> StandInReader:
     )
 
 
-Handler = Callable[[str, dict[str, Any]], Any]
+Handler = Callable[[Any, dict[str, Any]], Any]
+
+
+AGENT_SIGNATURES = {cls.__name__: cls for cls in (SelfProbe, EmoGate, EmoTransition, SelectPattern, MemoryFusion)}
 
 
 def scripted(**overrides: Any) -> Handler:
-    """A handler that answers every agent signature sensibly; `overrides[name]` replaces one."""
+    """A handler that answers every agent signature sensibly; `overrides[name]` replaces one.
 
-    def handler(signature: str, inputs: dict[str, Any]) -> Any:
-        if signature in overrides:
-            answer = overrides[signature]
+    A name that is no agent signature's class name is a KeyError: a renamed signature breaks here.
+    """
+    by_class = {AGENT_SIGNATURES[name]: answer for name, answer in overrides.items()}
+
+    def handler(signature: Any, inputs: dict[str, Any]) -> Any:
+        if signature in by_class:
+            answer = by_class[signature]
             return answer(inputs) if callable(answer) else answer
-        if signature == "SelfProbe":
+        if signature is SelfProbe:
             n = len(inputs["earlier_probes"]) + 1
             return {"refined_question": f"what happened to the ledger ({n})", "probe": f"ledger clue {n}",
                     "sufficient": False}
-        if signature == "EmoGate":
+        if signature is EmoGate:
             return {"fires": True}
-        if signature == "EmoTransition":
+        if signature is EmoTransition:
             return {"emotion": "anger", "intensity": 4, "reason": "being pressed about the ledger"}
-        if signature == "SelectPattern":
+        if signature is SelectPattern:
             return {"choice": 1}
-        if signature == "MemoryFusion":
+        if signature is MemoryFusion:
             facts = inputs["facts"]
             if not facts:
                 return {"reply": "I couldn't say; I wasn't there for that.", "used_facts": []}
@@ -182,7 +191,7 @@ def agent_with(handler: Handler, reader: StandInReader | None = None, **options:
     return ReverieAgent(reader, model.handle(), MARA, backoff=0.0, **options), model, reader
 
 
-def signatures(model: FakeModel) -> list[str]:
+def signatures(model: FakeModel) -> list[Any]:
     return [c.signature for c in model.calls]
 
 
@@ -232,8 +241,8 @@ def test_by_default_only_self_probe_pattern_and_memory_fusion_are_prompts():
     agent, model, reader = agent_with(scripted())
     turn = agent.respond("How dare you! You lied about the ledger, you coward!", state=AgentState("trust", 2))
     trace = turn.trace
-    assert set(signatures(model)) == {"SelfProbe", "SelectPattern", "MemoryFusion"}
-    assert signatures(model).count("SelfProbe") == 3 and trace.calls == len(model.calls) == 5
+    assert set(signatures(model)) == {SelfProbe, SelectPattern, MemoryFusion}
+    assert signatures(model).count(SelfProbe) == 3 and trace.calls == len(model.calls) == 5
     by_step = {s.step: s for s in trace.steps}
     # the gate and the transition are steps of the trace, decided without a model call
     assert by_step["emo_gate"].method == GATE_METHOD and by_step["emo_gate"].calls == 0
@@ -259,19 +268,19 @@ HELD = PatternChoice(2, "warm, rambling talk about lamps and the harbour", ("Eve
 
 @pytest.mark.parametrize(("question", "state", "expected"), [
     # quiet gate, a pattern already held: 2 Self-Probe + Memory-Fusion
-    ("Where is the ledger?", AgentState("trust", 2, pattern=HELD), ["SelfProbe", "SelfProbe", "MemoryFusion"]),
+    ("Where is the ledger?", AgentState("trust", 2, pattern=HELD), [SelfProbe, SelfProbe, MemoryFusion]),
     # the gate fires: Pattern is asked as well
     ("How dare you! You lied about the ledger, you coward!", AgentState("trust", 2, pattern=HELD),
-     ["SelfProbe", "SelfProbe", "SelectPattern", "MemoryFusion"]),
+     [SelfProbe, SelfProbe, SelectPattern, MemoryFusion]),
     # quiet gate but no pattern yet (a first turn): Pattern is asked
-    ("Where is the ledger?", None, ["SelfProbe", "SelfProbe", "SelectPattern", "MemoryFusion"]),
+    ("Where is the ledger?", None, [SelfProbe, SelfProbe, SelectPattern, MemoryFusion]),
 ])
 def test_calls_per_turn_with_an_exit_at_round_two(question, state, expected):
     agent, model, _ = agent_with(scripted(SelfProbe=_exit_at_two), max_rounds=3)
     turn = agent.respond(question, state=state)
-    assert sorted(signatures(model)) == sorted(expected) and turn.trace.calls == len(expected)
+    assert Counter(signatures(model)) == Counter(expected) and turn.trace.calls == len(expected)
     assert turn.trace.exit_round == 2 and turn.trace.stop_reason == "sufficient"
-    if state is not None and state.pattern is not None and "SelectPattern" not in expected:
+    if state is not None and state.pattern is not None and SelectPattern not in expected:
         assert turn.trace.pattern_source == "inertia" and turn.state.pattern == HELD
         assert "pattern" not in {s.step for s in turn.trace.steps}
 
@@ -281,7 +290,7 @@ def test_a_single_candidate_pattern_needs_no_call():
     reader.pattern_rows = reader.pattern_rows[:1]
     agent, model, _ = agent_with(scripted(SelfProbe=_exit_at_two), reader)
     turn = agent.respond("How dare you! You lied about the ledger, you coward!")
-    assert "SelectPattern" not in signatures(model) and turn.trace.calls == 3
+    assert SelectPattern not in signatures(model) and turn.trace.calls == 3
     assert turn.trace.pattern_source == "only-candidate" and turn.trace.pattern["pattern_id"] == 1
     assert {s.step: s for s in turn.trace.steps}["pattern"].deterministic
 
@@ -358,7 +367,7 @@ def test_the_transition_falls_back_to_the_turns_own_emotion_then_to_a_named_trig
 def test_memory_fusion_sees_the_scene_notes_the_pool_and_the_pattern():
     agent, model, _ = agent_with(scripted())
     turn = agent.respond("Where did you put the ledger?", history=["Osric: You look tired."])
-    fusion = [c for c in model.calls if c.signature == "MemoryFusion"][0].inputs
+    fusion = [c for c in model.calls if c.signature is MemoryFusion][0].inputs
     assert fusion["history"] == ["Osric: You look tired."]
     assert fusion["scene_memory"] == [a.note for a in turn.trace.anchored]
     assert len(fusion["facts"]) == len(turn.trace.facts)
@@ -378,7 +387,7 @@ def test_sufficient_is_ignored_in_round_one_and_exits_at_round_two():
 
     agent, model, reader = agent_with(scripted(SelfProbe=self_probe), max_rounds=5)
     turn = agent.respond("Where is the ledger?")
-    assert signatures(model).count("SelfProbe") == 2
+    assert signatures(model).count(SelfProbe) == 2
     assert reader.calls("vis_retrieve") == [["ledger 1"]]  # the sufficient round issues nothing
     assert turn.trace.exit_round == 2 and turn.trace.stop_reason == "sufficient"
     assert turn.trace.rounds[0].sufficient is None and turn.trace.rounds[1].sufficient is True
@@ -392,7 +401,7 @@ def test_sufficient_is_ignored_in_round_one_and_exits_at_round_two():
 def test_at_most_n_rounds(rounds):
     agent, model, reader = agent_with(scripted(), max_rounds=rounds)
     turn = agent.respond("Where is the ledger?")
-    assert signatures(model).count("SelfProbe") == rounds
+    assert signatures(model).count(SelfProbe) == rounds
     assert len(reader.calls("vis_retrieve")) == rounds
     assert turn.trace.exit_round == rounds and turn.trace.stop_reason == "max_rounds"
 
@@ -409,20 +418,20 @@ def test_probes_never_repeat():
     assert len({p.casefold() for p in issued}) == len(issued)
     assert turn.trace.stop_reason == "no_new_probe" and turn.trace.exit_round == 3
     assert "refined question is used instead" in turn.trace.rounds[1].note
-    asked = [c.inputs["earlier_probes"] for c in model.calls if c.signature == "SelfProbe"]
+    asked = [c.inputs["earlier_probes"] for c in model.calls if c.signature is SelfProbe]
     assert asked == [[], ["The Ledger"], ["The Ledger", "where the strongbox key is"]]
 
 
 def test_a_question_beyond_the_character_is_refused_in_character():
     agent, model, _ = agent_with(scripted())
     turn = agent.respond("What did Osric burn in the harbour furnace?")
-    fusion = [c for c in model.calls if c.signature == "MemoryFusion"][0]
+    fusion = [c for c in model.calls if c.signature is MemoryFusion][0]
     assert not any("furnace" in line for line in fusion.inputs["facts"])
     assert "f3" not in {f.fact_id for f in turn.trace.facts}
     reader = StandInReader(character="mara", facts=[fact("f3", "Osric burned the ledger", [OTHER])])
     agent, model, _ = agent_with(scripted(), reader)
     turn = agent.respond("What did Osric burn?")
-    assert [c.inputs["facts"] for c in model.calls if c.signature == "MemoryFusion"] == [[]]
+    assert [c.inputs["facts"] for c in model.calls if c.signature is MemoryFusion] == [[]]
     assert turn.reply == "I couldn't say; I wasn't there for that." and turn.trace.used_facts == []
     assert turn.trace.pattern is None and turn.trace.pattern_source == "none"
 
@@ -434,7 +443,7 @@ def test_emotional_inertia_across_turns():
     before = len(model.calls)
     second = agent.respond("Shall we have tea?", history=[("Osric", first.question), ("Mara", first.reply)])
     later = [c.signature for c in model.calls[before:]]
-    assert "SelectPattern" not in later and later.count("MemoryFusion") == 1
+    assert SelectPattern not in later and later.count(MemoryFusion) == 1
     assert second.trace.gate is False and second.trace.emotion["source"] == "inertia"
     assert "emo_transition" not in {s.step for s in second.trace.steps}
     assert (second.state.emotion, second.state.intensity) == (first.state.emotion, first.state.intensity)
@@ -453,7 +462,7 @@ def test_emotional_inertia_across_turns_with_the_emotion_model():
     before = len(model.calls)
     second = agent.respond("Shall we have tea?", history=[("Osric", first.question), ("Mara", first.reply)])
     later = [c.signature for c in model.calls[before:]]
-    assert "EmoTransition" not in later and "SelectPattern" not in later
+    assert EmoTransition not in later and SelectPattern not in later
     assert second.trace.gate is False and second.trace.emotion["source"] == "inertia"
     assert (second.state.emotion, second.state.intensity) == ("anger", 4)
     assert second.state.pattern == first.state.pattern and second.trace.pattern_source == "inertia"
@@ -521,7 +530,7 @@ def test_garbage_in_the_side_steps_degrades_them_and_says_so():
     assert turn.trace.gate is None and turn.trace.emotion["source"] == "record"
     assert any(d.startswith("self_probe:1: output never parsed") for d in turn.trace.degraded)
     assert any(d.startswith("emo_gate: output never parsed") for d in turn.trace.degraded)
-    assert signatures(model).count("EmoGate") >= 3  # run_program retried before giving up
+    assert signatures(model).count(EmoGate) >= 3  # run_program retried before giving up
     steps = {s.step: s for s in turn.trace.steps}
     assert steps["emo_gate"].degraded and steps["memory_fusion"].degraded is None
 
@@ -545,7 +554,7 @@ def test_memory_fusion_garbage_is_retried_then_raises():
     agent, model, _ = agent_with(scripted(MemoryFusion="<<<>>>"))
     with pytest.raises(ModelOutputError, match="MemoryFusion"):
         agent.respond("Where is the ledger?")
-    assert signatures(model).count("MemoryFusion") >= 3
+    assert signatures(model).count(MemoryFusion) >= 3
 
 
 def test_an_empty_reply_is_asked_again_then_raises():
@@ -617,7 +626,7 @@ def test_rows_a_broken_reader_lets_through_are_dropped():
     agent, model, _ = agent_with(scripted(), reader, max_rounds=1)
     turn = agent.respond("Tell me everything.", as_of=1000)
     assert turn.trace.facts == [] and turn.trace.dropped_rows == 2
-    assert [c.inputs["facts"] for c in model.calls if c.signature == "MemoryFusion"] == [[]]
+    assert [c.inputs["facts"] for c in model.calls if c.signature is MemoryFusion] == [[]]
 
 
 # -- the perspective invariant, over generated memories -----------------------------
@@ -674,12 +683,12 @@ def _leaks(model: FakeModel, question: str, forbidden: list[dict[str, Any]]) -> 
     found = []
     asked = " ".join(question.split())
     for call in model.calls:
-        if call.signature not in ("MemoryFusion", "SelfProbe"):
+        if call.signature not in (MemoryFusion, SelfProbe):
             continue
         fields = [call.inputs.get(name) for name in ("facts", "fact_pool", "scene_memory", "pattern",
                                                       "pattern_excerpts")]
         shown = repr(fields)
-        if call.signature == "MemoryFusion":  # its whole prompt, but for the question the user typed
+        if call.signature is MemoryFusion:  # its whole prompt, but for the question the user typed
             shown += call.messages[-1][1].replace(asked, "")
         found += [row["fact_id"] for row in forbidden if row["text"].split()[-1] in shown]
     return found
@@ -707,7 +716,7 @@ def test_no_invisible_fact_ever_reaches_memory_fusion(data):
     assert _leaks(model, question, invisible) == []
     assert all("mara" in f.visibility for f in turn.trace.facts)
     assert set(turn.trace.used_facts) <= {f.fact_id for f in turn.trace.facts}
-    assert any(c.signature == "MemoryFusion" for c in model.calls)
+    assert any(c.signature is MemoryFusion for c in model.calls)
 
 
 @PROPERTY
@@ -811,7 +820,7 @@ def test_through_lancedb_no_fact_beyond_the_character_or_the_cut_reaches_memory_
     assert all("mara" in f.visibility for f in turn.trace.facts)
     assert as_of is None or all(f.source_start is not None and f.source_start <= as_of for f in turn.trace.facts)
     assert turn.trace.pattern_source in {"selected", "only-candidate", "embedding-fallback"}
-    assert any(c.signature == "MemoryFusion" for c in model.calls)
+    assert any(c.signature is MemoryFusion for c in model.calls)
     # and the visible facts do come through it: the pool holds only, not nothing but, what Mara may know
     if as_of is None and any("mara" in r["visibility"] for r in rows):
         assert turn.trace.facts

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dspy_programs.baselines import ConsolidateMemory, ExtractQueryEntities, ProbeForEvidence, SummariseForTree
+from dspy_programs.kbfqa import AnswerInCharacter
 from eval.items import LETTERS, KBFItem, gold_items
 from eval.lexical import FUNCTION_WORDS
 from eval.methods import BASELINES
@@ -86,16 +88,16 @@ def test_direct_has_only_the_profile_and_unbounded_readers_commit(built_demo) ->
 
 
 def _handler(can_answer: bool = True):
-    def handler(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
-        if signature == "AnswerInCharacter":
+    def handler(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        if signature is AnswerInCharacter:
             return {"reply": FAKE_REPLY}
-        if signature == "SummariseForTree":
+        if signature is SummariseForTree:
             return {"summary": "A summary of " + inputs["passages"][:40]}
-        if signature == "ExtractQueryEntities":
+        if signature is ExtractQueryEntities:
             return {"entities": ["Horn Lamp", "Mara"]}
-        if signature == "ProbeForEvidence":
+        if signature is ProbeForEvidence:
             return {"probe": "which cask filled the Horn Lamp"}
-        if signature == "ConsolidateMemory":
+        if signature is ConsolidateMemory:
             return {"updated_memory": "Mara filled the Horn Lamp from the cask nearest the door.",
                     "can_answer": can_answer}
         raise AssertionError(f"unexpected signature {signature}")
@@ -103,12 +105,12 @@ def _handler(can_answer: bool = True):
 
 
 EXPECTED_CALLS = {
-    "direct": ["AnswerInCharacter"],
-    "naive-rag": ["AnswerInCharacter"],
-    "raptor": ["AnswerInCharacter"],
-    "hipporag": ["ExtractQueryEntities", "AnswerInCharacter"],
-    "comorag": ["ProbeForEvidence", "ConsolidateMemory", "AnswerInCharacter"],
-    "bookworld": ["AnswerInCharacter"],
+    "direct": [AnswerInCharacter],
+    "naive-rag": [AnswerInCharacter],
+    "raptor": [AnswerInCharacter],
+    "hipporag": [ExtractQueryEntities, AnswerInCharacter],
+    "comorag": [ProbeForEvidence, ConsolidateMemory, AnswerInCharacter],
+    "bookworld": [AnswerInCharacter],
 }
 
 
@@ -121,7 +123,7 @@ def test_model_path_calls_its_signatures_and_returns_the_reply(built_demo, name:
     method.prepare()
     prepared = [c.signature for c in fake.calls]
     if name == "raptor":
-        assert prepared and set(prepared) == {"SummariseForTree"}
+        assert prepared and set(prepared) == {SummariseForTree}
     else:
         assert prepared == []
     answer = method.answer(item)
@@ -144,7 +146,7 @@ def test_comorag_refuses_itself_when_its_memory_never_settles(built_demo) -> Non
     book = load_book(built_demo)
     fake = FakeModel(_handler(can_answer=False))
     answer = ComoRAGMethod(_ctx(book, "comorag", fake.handle())).answer(_items(book)["q01"])
-    assert [c.signature for c in fake.calls] == ["ProbeForEvidence", "ConsolidateMemory"] * ROUNDS
+    assert [c.signature for c in fake.calls] == [ProbeForEvidence, ConsolidateMemory] * ROUNDS
     assert answer.choice == "E" and answer.calls == 2 * ROUNDS
     assert len(answer.detail["rounds"]) == ROUNDS
     assert len(set(answer.detail["chunks"])) == len(answer.detail["chunks"])  # no chunk fetched twice

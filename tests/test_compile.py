@@ -14,6 +14,7 @@ import dspy
 import pytest
 from click.testing import CliRunner
 
+from dspy_programs.inference import MemoryFusion, SelectPattern, SelfProbe
 from eval.compile import compile_inference, compiled_block, summary_path
 from eval.items import KBFItem
 from eval.runner import RunSpec, load_items, select_items
@@ -49,12 +50,12 @@ def _fake(items: list[KBFItem], train: list[KBFItem], name: str = "fake") -> Dem
     questions = {" ".join(i.question.split()): i for i in items}
     train_ids = {i.id for i in train}
 
-    def handler(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
-        if signature == "SelfProbe":
+    def handler(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        if signature is SelfProbe:
             return {"refined_question": "what is asked", "probe": "the Horn Lamp", "sufficient": True}
-        if signature == "SelectPattern":
+        if signature is SelectPattern:
             return {"choice": 1}
-        if signature == "MemoryFusion":
+        if signature is MemoryFusion:
             item = next((i for q, i in questions.items() if inputs["question"].startswith(q)), None)
             if item is None:
                 return {"reply": "From the cask nearest the door.", "used_facts": []}

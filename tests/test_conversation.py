@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from dspy_programs.inference import MemoryFusion, SelfProbe
 from reveriemem.core.demo import DEMO_SLUG, demo_gold
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem_dagster.cli import main
@@ -70,9 +71,9 @@ def test_as_of_bounds_the_character_to_what_they_had_lived(built_demo):
 
 def test_a_fake_model_reply_cites_the_fact_it_used_and_refuses_an_invisible_one(built_demo):
     def handler(signature, inputs):
-        if signature == "SelfProbe":
+        if signature is SelfProbe:
             return {"refined_question": inputs["question"], "probe": "the cask nearest the door", "sufficient": True}
-        if signature == "MemoryFusion":
+        if signature is MemoryFusion:
             facts = [str(f) for f in inputs.get("facts") or []]
             cited = [n for n, f in enumerate(facts, start=1) if "cask nearest the door" in f.lower()]
             if cited and "cask" in inputs["question"].lower():

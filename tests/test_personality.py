@@ -9,6 +9,7 @@ import pytest
 
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
+from dspy_programs.personality import AnnotateDialogue, DescribePattern
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.text import split_paragraphs
 from reveriemem.models import FakeModel, open_model
@@ -132,7 +133,7 @@ def test_model_annotates_each_scene_in_one_call_and_one_bad_scene_falls_back(dem
     bad_texts = {line.text[:30] for line in focus if line.scene_id == bad_scene}
 
     def answer(signature, inputs):
-        assert signature == "AnnotateDialogue"
+        assert signature is AnnotateDialogue
         numbered = re.findall(r"^(\d+)\. ", inputs["lines"], re.MULTILINE)
         if any(text in inputs["lines"] for text in bad_texts):
             return "this is not the format you asked for"
@@ -147,7 +148,7 @@ def test_model_annotates_each_scene_in_one_call_and_one_bad_scene_falls_back(dem
     assert done == sorted(first)
     assert len(result.lines) == len(focus) == len(result.annotations)
     assert result.method == "model:fake" and len(result.failures) == 1
-    calls = [c for c in model.calls if c.signature == "AnnotateDialogue"]
+    calls = [c for c in model.calls if c.signature is AnnotateDialogue]
     bad_calls = [c for c in calls if any(text in c.inputs["lines"] for text in bad_texts)]
     assert len(calls) - len(bad_calls) == len(scenes_with_dialogue) - 1  # one call per good scene
     assert len(bad_calls) >= 3  # the bad scene was retried
@@ -285,7 +286,7 @@ def test_model_describes_patterns_and_a_bad_answer_falls_back_to_the_template(de
     asked: list[list[str]] = []
 
     def answer(signature, inputs):
-        assert signature == "DescribePattern" and inputs["character"] == "Ansel Harrow"
+        assert signature is DescribePattern and inputs["character"] == "Ansel Harrow"
         asked.append(inputs["lines"])
         if inputs["lines"] == asked[0]:  # the first pattern never gets a usable answer
             return "garbage"

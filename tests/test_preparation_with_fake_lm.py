@@ -1,5 +1,6 @@
 """The LLM steps of scene preparation, with a fake model whose answers the tests write."""
 
+from dspy_programs.scenes import SceneContinuity, SceneRoster, SceneSetting
 from reveriemem.models import FakeModel
 from reveriemem.source_to_memory.preparation import combine_status, judge_rosters, prepare_scenes
 from reveriemem.source_to_memory.reading import BookReading
@@ -11,9 +12,9 @@ def test_model_decides_every_soft_boundary_and_settings_come_from_it(demo_book):
     soft = [s for s in reading.candidates if s.boundary not in ("start", "chapter")]
 
     def answer(signature, inputs):
-        if signature == "SceneContinuity":
+        if signature is SceneContinuity:
             return {"new_scene": "That evening" in inputs["passage_after"][:40]}
-        if signature == "SceneSetting":
+        if signature is SceneSetting:
             return {"location": "the harbour", "time": "dusk", "atmosphere": "uneasy"}
         return {}
 
@@ -23,7 +24,7 @@ def test_model_decides_every_soft_boundary_and_settings_come_from_it(demo_book):
     chapters = len({s.chapter for s in reading.candidates})
     assert len(prepared.scenes) == chapters + 1  # only the "That evening" boundary was kept
     assert {s.atmosphere for s in prepared.settings} == {"uneasy"}
-    boundary_calls = [c for c in model.calls if c.signature == "SceneContinuity"]
+    boundary_calls = [c for c in model.calls if c.signature is SceneContinuity]
     assert len(boundary_calls) == len(soft)
 
 
@@ -42,7 +43,7 @@ def test_roster_model_can_raise_but_never_lower_the_hard_evidence(demo_book):
     names = [c.name for c in demo_book.characters]
 
     def answer(signature, inputs):
-        assert signature == "SceneRoster"
+        assert signature is SceneRoster
         assert "quoted speaking" in inputs["evidence"]
         return {"roster": [{"character": n, "status": "absent"} for n in names]}
 

@@ -21,11 +21,12 @@ from dspy.clients.engines.base import validate_request
 
 from reveriemem.models.handle import ModelHandle, build_lm
 from reveriemem.models.llama_engine import AsyncEngine
-from reveriemem.models.naming import signature_label
+from reveriemem.models.naming import signature_label, signature_origin
 from reveriemem.models.usage import UsageRecorder
 
 FakeAnswer = dict[str, Any] | str
-FakeHandler = Callable[[str, dict[str, Any]], FakeAnswer]
+# (the calling signature class, or None outside a DSPy predictor; its parsed inputs) -> the answer
+FakeHandler = Callable[[type[dspy.Signature] | None, dict[str, Any]], FakeAnswer]
 
 _MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]\n?")
 _CHAT_DONE = "[[ ## completed ## ]]"
@@ -35,11 +36,16 @@ _CHAT_DONE = "[[ ## completed ## ]]"
 class FakeCall:
     """One call the fake answered."""
 
-    signature: str  # signature label ("" when no DSPy predictor made the call)
+    signature: type[dspy.Signature] | None  # the signature class (None when no DSPy predictor made the call)
     inputs: dict[str, Any]  # the input field values, parsed back to their types
     messages: tuple[tuple[str, str], ...]  # (role, text), the system prompt first
     output: str  # the exact text the fake returned
     json_mode: bool  # True when answering in JSONAdapter's format
+
+    @property
+    def label(self) -> str:
+        """The signature's readable name ("" when no DSPy predictor made the call)."""
+        return signature_label(self.signature) if self.signature is not None else ""
 
 
 class FakeModel:
@@ -48,12 +54,13 @@ class FakeModel:
     A test writes its answers in one of two ways.
 
     With a handler, a function `handler(signature, inputs)` that receives the
-    calling signature's name (`"ExtractEpisodic"`; a ChainOfThought over it
-    reports the same name) and its input field values, parsed back to their
-    annotated types, and returns the output field values as a dict:
+    calling signature CLASS (`SceneRoster`; a ChainOfThought over it reports
+    the same class), so a renamed signature breaks the handler loudly, and its
+    input field values, parsed back to their annotated types, and returns the
+    output field values as a dict:
 
         def handler(signature, inputs):
-            if signature == "JudgeVisibility":
+            if signature is JudgeVisibility:
                 return {"visible": inputs["character"] in inputs["passage"]}
             return {}
 
@@ -76,7 +83,7 @@ class FakeModel:
     call in `calls`, and reports whitespace-separated words as tokens, so usage
     totals are deterministic. Without a handler or queue every answer is made
     of placeholders. Calls outside a DSPy predictor reach the handler with
-    signature "" and inputs {"prompt": <last user message>}.
+    signature None and inputs {"prompt": <last user message>}.
     """
 
     model = "fake/fake-model"
@@ -129,14 +136,12 @@ class FakeModel:
         signature = _calling_signature()
         json_mode = request.config.response_format is not None or _CHAT_DONE not in messages[0][1]
         last_user = next((text for role, text in reversed(messages) if role == "user"), "")
-        if signature is not None:
-            label, inputs = signature_label(signature), _parse_inputs(last_user, signature)
-        else:
-            label, inputs = "", {"prompt": last_user}
-        answer = self._answer(label, inputs)
+        origin = signature_origin(signature) if signature is not None else None
+        inputs = _parse_inputs(last_user, signature) if signature is not None else {"prompt": last_user}
+        answer = self._answer(origin, inputs)
         output = _render(answer, signature, json_mode)
         with self._lock:
-            self._calls.append(FakeCall(label, inputs, tuple(messages), output, json_mode))
+            self._calls.append(FakeCall(origin, inputs, tuple(messages), output, json_mode))
             response_id = f"fake-{next(self._ids)}"
         prompt_tokens = sum(len(text.split()) for _, text in messages)
         return lm15.Response(
@@ -153,14 +158,14 @@ class FakeModel:
     def close(self) -> None:
         pass
 
-    def _answer(self, label: str, inputs: dict[str, Any]) -> FakeAnswer:
+    def _answer(self, signature: type[dspy.Signature] | None, inputs: dict[str, Any]) -> FakeAnswer:
         if self._queue is not None:
             with self._lock:
                 if not self._queue:
                     raise RuntimeError(f"FakeModel has answered all {self._queued} queued responses")
                 answer = self._queue.popleft()
         elif self._handler is not None:
-            answer = self._handler(label, inputs)
+            answer = self._handler(signature, inputs)
         else:
             answer = {}
         if not isinstance(answer, (dict, str)):

@@ -1,4 +1,4 @@
-"""Readable names for DSPy signatures, for error messages and the test fake."""
+"""Which signature a DSPy predictor runs: its class, and a readable name for messages."""
 
 from __future__ import annotations
 
@@ -7,24 +7,30 @@ import dspy
 _GENERIC = "StringSignature"
 
 
-def signature_label(signature: type[dspy.Signature]) -> str:
-    """The signature's class name, or the name of the class it was derived from.
+def signature_origin(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """The signature class a predictor's signature was derived from, or the signature itself.
 
     Modules such as `dspy.ChainOfThought` rebuild a signature (adding a
-    `reasoning` output) under the generic name `StringSignature`. The original
-    class is found again by its instructions and fields; failing that the
-    label is the field list, e.g. `question -> reasoning, answer`.
+    `reasoning` output) under the generic name `StringSignature`. The
+    original class is found again by its instructions and fields; when none,
+    or more than one, fits, the signature itself is returned.
     """
     if signature.__name__ != _GENERIC:
-        return signature.__name__
+        return signature
     origin = _named_origin(signature)
-    return origin if origin is not None else signature.signature
+    return origin if origin is not None else signature
 
 
-def _named_origin(signature: type[dspy.Signature]) -> str | None:
+def signature_label(signature: type[dspy.Signature]) -> str:
+    """The name of the signature's class (see `signature_origin`), else its field list, e.g. `question -> answer`."""
+    origin = signature_origin(signature)
+    return origin.__name__ if origin.__name__ != _GENERIC else origin.signature
+
+
+def _named_origin(signature: type[dspy.Signature]) -> type[dspy.Signature] | None:
     inputs = set(signature.input_fields)
     outputs = set(signature.output_fields)
-    best: dict[str, int] = {}
+    best: dict[type[dspy.Signature], int] = {}
     stack = list(dspy.Signature.__subclasses__())
     seen: set[type] = set()
     while stack:
@@ -36,9 +42,9 @@ def _named_origin(signature: type[dspy.Signature]) -> str | None:
         if cls.__name__ == _GENERIC or cls.instructions != signature.instructions:
             continue
         if set(cls.input_fields) == inputs and set(cls.output_fields) <= outputs:
-            best[cls.__name__] = max(best.get(cls.__name__, 0), len(cls.output_fields))
+            best[cls] = len(cls.output_fields)
     if not best:
         return None
     top = max(best.values())
-    names = [name for name, size in best.items() if size == top]
-    return names[0] if len(names) == 1 else None
+    classes = [cls for cls, size in best.items() if size == top]
+    return classes[0] if len(classes) == 1 else None

@@ -18,25 +18,30 @@ import re
 import shutil
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import dspy
+
+from dspy_programs.episodic import SummariseSceneAsCharacter
+from dspy_programs.knowledge import ExtractSceneGraph
+from dspy_programs.personality import AnnotateDialogue, DescribePattern
+from dspy_programs.scenes import SceneContinuity, SceneRoster, SceneSetting
 from reveriemem.core.registry import books_root, load_book
 from reveriemem.core.settings import HOME_ENV, environment
 from reveriemem.core.tokens import count_tokens, counter_name
 from reveriemem.models import FakeModel
 
-ANSWER_SIZES = {
-    "SummariseSceneAsCharacter": "three fields of 60, 40 and 30 words",
-    "ExtractSceneGraph": "one relation per 60 words of passage (at most 25), one entity per 100 words",
-    "AnnotateDialogue": "one annotation per numbered line",
-    "DescribePattern": "a 20-word description",
-    "SceneSetting": "three 5-word phrases",
-    "SceneRoster": "a status per character",
-    "SceneContinuity": "a boolean",
+ANSWER_SIZES: dict[type[dspy.Signature], str] = {
+    SummariseSceneAsCharacter: "three fields of 60, 40 and 30 words",
+    ExtractSceneGraph: "one relation per 60 words of passage (at most 25), one entity per 100 words",
+    AnnotateDialogue: "one annotation per numbered line",
+    DescribePattern: "a 20-word description",
+    SceneSetting: "three 5-word phrases",
+    SceneRoster: "a status per character",
+    SceneContinuity: "a boolean",
 }
 _SENTENCES = re.compile(r"[^.!?]{20,}[.!?]")
 
@@ -76,22 +81,22 @@ def _words(text: str, n: int, skip: int = 0) -> str:
     return " ".join(text.split()[skip:skip + n])
 
 
-def plausible_answer(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
+def plausible_answer(signature: type[dspy.Signature] | None, inputs: dict[str, Any]) -> dict[str, Any]:
     """An answer of plausible size for one of the project's programs, made from its input."""
     passage = str(inputs.get("passage", ""))
-    if signature == "SceneContinuity":
+    if signature is SceneContinuity:
         after = str(inputs.get("passage_after", ""))[:200]
         return {"new_scene": bool(re.search(r"CHAPTER|Chapter|\*\s*\*|^\s*(?:Next|That|The next|Later|Meanwhile)",
                                             after))}
-    if signature == "SceneSetting":
+    if signature is SceneSetting:
         text = str(inputs.get("scene_text", ""))
         return {"location": _words(text, 5), "time": _words(text, 5, 5), "atmosphere": _words(text, 5, 10)}
-    if signature == "SceneRoster":
+    if signature is SceneRoster:
         return {"roster": [{"character": c.split(" (")[0], "status": "absent"} for c in inputs.get("characters", [])]}
-    if signature == "SummariseSceneAsCharacter":
+    if signature is SummariseSceneAsCharacter:
         return {"scene_understanding": _words(passage, 60), "my_actions": _words(passage, 40, 60),
                 "my_emotions": _words(passage, 30, 100)}
-    if signature == "ExtractSceneGraph":
+    if signature is ExtractSceneGraph:
         words = len(passage.split())
         sentences = _SENTENCES.findall(passage) or [passage]
         relations = []
@@ -102,11 +107,11 @@ def plausible_answer(signature: str, inputs: dict[str, Any]) -> dict[str, Any]:
                               "participants": [" ".join(sentence[:2])]})
         names = sorted(set(re.findall(r"\b[A-Z][a-z]{2,}\b", passage)))[: max(1, words // 100)]
         return {"entities": [{"name": n, "type": "person"} for n in names], "relations": relations, "accounts": []}
-    if signature == "AnnotateDialogue":
+    if signature is AnnotateDialogue:
         numbers = [int(m) for m in re.findall(r"^\s*(\d+)\.", str(inputs.get("lines", "")), re.MULTILINE)]
         return {"annotations": [{"n": n, "emotion": "neutral", "intensity": 2, "trigger": "the question put to them",
                                  "intent": "to answer plainly"} for n in numbers]}
-    if signature == "DescribePattern":
+    if signature is DescribePattern:
         return {"description": _words(" ".join(map(str, inputs.get("lines", []))), 20) or "speaks plainly"}
     return {}
 
@@ -136,13 +141,11 @@ def dry_run(slug: str, embedder: str = "hash") -> Estimate:
         finally:
             unregister_fake("estimate")
     estimate.seconds = time.monotonic() - started
-    counts: Counter[str] = Counter()
     for call in fake.calls:
-        step = estimate.steps.setdefault(call.signature or "other", StepCost())
+        step = estimate.steps.setdefault(call.label or "other", StepCost())
         step.calls += 1
         step.prompt_tokens += sum(count_tokens(text) for _, text in call.messages)
         step.completion_tokens += count_tokens(call.output)
-        counts[call.signature] += 1
     return estimate
 
 
@@ -156,5 +159,5 @@ def format_estimate(estimate: Estimate, model: str) -> str:
     lines.append(f"book: {estimate.book_tokens:,} tokens; prompt tokens per book token "
                  f"{estimate.per_book_token(estimate.prompt_tokens):.2f}, completion tokens per book token "
                  f"{estimate.per_book_token(estimate.completion_tokens):.2f}")
-    lines.append("Completion sizes are assumptions: " + "; ".join(f"{k}: {v}" for k, v in ANSWER_SIZES.items()))
+    lines.append("Completion sizes are assumptions: " + "; ".join(f"{k.__name__}: {v}" for k, v in ANSWER_SIZES.items()))
     return "\n".join(lines)
