@@ -1,4 +1,10 @@
-"""Reading a multiple-choice question against passages, without a model.
+"""The offline option reader: a multiple-choice question read against passages, without a model.
+
+This is the project's one reader of options without a model. `read_options`
+is the whole reader (best-supported option, or refusal below a floor), used by
+every reference method run offline; the evidence answerer and ReverieMem's
+deterministic chain use its parts, `SupportIndex` and `best_option`, and
+make their own refusal decision from the support they get.
 
 `SupportIndex(passages, rarity)` scores each option A-D of an item by the best
 passage (or window of `window` consecutive passages) that supports it:
@@ -25,8 +31,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from eval.items import ANSWER_LETTERS, KBFItem
+from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, KBFItem
 from eval.lexical import Rarity, term_set
+
+# Least support (question-context share x option share, both in [0, 1]) at which `read_options`
+# commits to an option; below it the reader refuses. Low on purpose: one passage that states part
+# of the question together with the option is enough.
+OFFLINE_FLOOR = 0.1
 
 
 @dataclass(frozen=True)
@@ -88,3 +99,25 @@ def best_option(support: dict[str, Support]) -> tuple[str, float]:
     """The option with the highest support (ties: the earlier letter) and its score."""
     letter = max(ANSWER_LETTERS, key=lambda k: (support[k].score, -ANSWER_LETTERS.index(k)))
     return letter, support[letter].score
+
+
+@dataclass(frozen=True)
+class OptionReading:
+    """What the offline reader made of one item."""
+
+    choice: str  # the letter decided (E when refusing)
+    best: str  # the best-supported option A-D
+    support: float
+
+
+def read_options(item: KBFItem, passages: Sequence[str], rarity: Rarity, names: Sequence[str],
+                 floor: float = OFFLINE_FLOOR) -> OptionReading:
+    """The best-supported option (each passage read on its own), or E when its support is below `floor`.
+
+    `names` are the asked character's surface forms, whose terms never count as evidence.
+    """
+    if not passages:
+        return OptionReading(REFUSAL_LETTER, ANSWER_LETTERS[0], 0.0)
+    support = SupportIndex(passages, rarity, window=1).support(item, names)
+    letter, score = best_option(support)
+    return OptionReading(letter if score >= floor else REFUSAL_LETTER, letter, score)

@@ -19,10 +19,10 @@
   returned as written (`Answer.choice` None, matched later by `eval.matching`)
   with the calls and tokens this item used (counted by a usage listener that
   keeps only this thread's calls, so preparation and other items never count).
-  Without one: `eval.reader.SupportIndex`
+  Without one: the offline option reader (`eval.reader.read_options`)
   reads the options against the method's context passages (rarity from the
   whole book's chunks) and the best-supported option is chosen; the method
-  refuses (E) only when that support is below `OFFLINE_FLOOR`. An unbounded
+  refuses (E) only when that support is below `eval.reader.OFFLINE_FLOOR`. An unbounded
   reader commits whenever it finds support, which is the behaviour the paper
   reports for the retrieval baselines.
 
@@ -50,7 +50,7 @@ from dspy_programs.kbfqa import answer_program
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, KBFItem, render_question
 from eval.lexical import Rarity
 from eval.methods.base import Answer, MethodContext
-from eval.reader import SupportIndex, best_option
+from eval.reader import OFFLINE_FLOOR, read_options
 from reveriemem.core.registry import Book
 from reveriemem.core.text import normalise_space, split_paragraphs
 from reveriemem.models import ModelCall, UsageTotals, run_program
@@ -59,10 +59,6 @@ from reveriemem.source_to_memory.episodic import sentences_of
 
 CHUNK_WORDS = 200  # most words per chunk (a single longer sentence stays whole)
 TOP_K = 8  # passages a retrieval method puts in its context
-# Least support (question-context share x option share, both in [0, 1]) at which an
-# offline reader commits to an option; below it the reader refuses. Low on purpose:
-# one retrieved passage that states part of the question together with the option is enough.
-OFFLINE_FLOOR = 0.1
 
 
 @dataclass(frozen=True)
@@ -256,23 +252,6 @@ def item_usage(ctx: MethodContext) -> Iterator[UsageTotals]:
 
 def refusal() -> str:
     return f"{REFUSAL_OPTION} ({REFUSAL_LETTER})"
-
-
-@dataclass(frozen=True)
-class Reading:
-    choice: str  # the letter decided (E when refusing)
-    best: str  # the best-supported option A-D
-    support: float
-
-
-def read_options(item: KBFItem, passages: Sequence[str], rarity: Rarity, names: Sequence[str],
-                 floor: float = OFFLINE_FLOOR) -> Reading:
-    """The offline reader: the best-supported option, or E when its support is below `floor`."""
-    if not passages:
-        return Reading(REFUSAL_LETTER, ANSWER_LETTERS[0], 0.0)
-    support = SupportIndex(passages, rarity, window=1).support(item, names)
-    letter, score = best_option(support)
-    return Reading(letter if score >= floor else REFUSAL_LETTER, letter, score)
 
 
 class BaselineMethod:

@@ -27,16 +27,15 @@ from eval.methods.base import Answer
 from eval.methods.common import (
     BaselineMethod,
     Chunk,
-    Reading,
     book_chunks,
     book_rarity,
     chunk_vectors,
     context_text,
     embed_queries,
     offline_answer,
-    read_options,
     top_k,
 )
+from eval.reader import OptionReading, read_options
 from reveriemem.models import run_program
 
 ROUNDS = 3
@@ -69,7 +68,7 @@ class ComoRAGMethod(BaselineMethod):
         notes = ""  # with a model: the consolidated notes
         rounds: list[dict[str, Any]] = []
         can_answer = False
-        reading: Reading | None = None
+        reading: OptionReading | None = None
         for _ in range(ROUNDS):
             if self.offline:
                 probe = offline_probe(item, workspace)
