@@ -173,7 +173,8 @@ def _figure(run: Run, points: Sequence[PlotPoint]) -> Figure:
                             "alpha": 0.75})
               for p in points]
     adjust_text(labels, x=[_clip(p.x) for p in points], y=[_clip(p.y) for p in points], ax=ax,
-                ensure_inside_axes=True, expand=(1.15, 1.4), force_static=(0.3, 0.5), iter_lim=500)
+                ensure_inside_axes=True, prevent_crossings=False, expand=(1.15, 1.4), force_static=(0.3, 0.5),
+                iter_lim=500, min_arrow_len=12, arrowprops={"arrowstyle": "-", "color": _FRAME, "linewidth": 0.6})
 
     details = "; ".join(d for d in (model_note(run.model),
                                     "error bars: 95% CI" if any(p.x_ci or p.y_ci for p in points) else "") if d)
