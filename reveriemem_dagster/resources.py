@@ -34,7 +34,10 @@ class LanguageModel(dg.ConfigurableResource):
 
 
 class EmbeddingModel(dg.ConfigurableResource):
-    """`all-MiniLM-L6-v2` (default, offline from its PyPI package), `hash`, or a sentence-transformers name."""
+    """`all-MiniLM-L6-v2` (default, offline from its PyPI package), `hash`, `hash:DIM`, or a sentence-transformers name.
+
+    The stored vectors take this embedder's dimension, and the book's build manifest records its name.
+    """
 
     model: str = ""
     _embedder: Any = PrivateAttr(default=None)
