@@ -1,0 +1,18 @@
+"""The project's assets, one module per stage, gathered in the lists the wiring and the build use.
+
+`BOOK_ASSETS` are partitioned by book and `CHARACTER_ASSETS` by book x
+character; together they are a book's memory. `EVALUATION_ASSETS` score it.
+`book_text` is the registered book, an external asset observed by the build.
+"""
+
+from assets import episodic, evaluation, knowledge, personality, scenes
+from assets.context import book_text
+
+BOOK_ASSETS = [scenes.scenes, scenes.utterances, scenes.scene_rosters,
+               knowledge.scene_graphs, knowledge.entities, knowledge.memberships, knowledge.facts,
+               personality.dialogue_records]
+CHARACTER_ASSETS = [scenes.character_scenes, episodic.episodes,
+                    personality.emotion_transitions, personality.personality_patterns]
+EVALUATION_ASSETS = [evaluation.kbf_items, evaluation.kbf_report]
+
+__all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "book_text"]

@@ -9,19 +9,18 @@ own earlier memories, embedded and stored in LanceDB for similarity search.
 import dagster as dg
 import polars as pl
 
-from assets.scenes import _usage_metadata
-from reveriemem.core.registry import load_book
-from reveriemem.core.schemas import EPISODES
+from assets.context import CODE_VERSION, ModelUsage, partition_of
+from reveriemem.core.schemas import EPISODES, episodes_schema
 from reveriemem.core.storage import frame
 from reveriemem.source_to_memory.episodic import build_episodes
-from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, partition_ref
+from reveriemem_dagster.partitions import book_character_partitions, book_of_pair
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 GROUP = "episodic"
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          ins={"scenes": dg.AssetIn(partition_mapping=book_of_pair),
+          code_version=CODE_VERSION, ins={"scenes": dg.AssetIn(partition_mapping=book_of_pair),
                "scene_rosters": dg.AssetIn(partition_mapping=book_of_pair),
                "utterances": dg.AssetIn(partition_mapping=book_of_pair)},
           metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
@@ -32,17 +31,15 @@ GROUP = "episodic"
 def episodes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel,
              scenes: pl.DataFrame, scene_rosters: pl.DataFrame, utterances: pl.DataFrame):
     """First-person scene memories of one character, embedded for search."""
-    part = partition_ref(context.partition_key)
-    book = load_book(part.book)
-    slug = part.character or ""
-    if slug not in {c.slug for c in book.characters}:
-        context.log.info(f"{slug} is not a focus character of {part.book}; storing no rows.")
+    part = partition_of(context)
+    book, slug = part.book, part.slug
+    if part.outside_book(context):
         empty = frame([], EPISODES)
         yield dg.Output(empty, metadata={"in_book": False, "episodes": 0})
         yield episodes_presence_check(empty, scene_rosters, slug)
         return
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     built = build_episodes(book, scenes, scene_rosters, utterances, slug, handle)
     for failure in built.failures:
         context.log.warning(f"Fell back to the extractive digest: {failure}")
@@ -51,14 +48,13 @@ def episodes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: Emb
         vectors = embedder.embedder().embed([row["text"] for row in rows])
         for row, vector in zip(rows, vectors):
             row["vector"] = vector.tolist()
-    table = frame(rows, EPISODES)
+    table = frame(rows, episodes_schema(embedder.embedder().dim))
     methods = {str(k): int(v) for k, v in table.group_by("method").len().iter_rows()}
     failed = [e.scene_id for e in built.episodes if e.error is not None]
     metadata = {
         "in_book": True, "episodes": table.height, "methods": dg.MetadataValue.json(methods),
         "failed_scenes": len(failed), "failed_scene_ids": dg.MetadataValue.json(failed),
-        "embedder": embedder.embedder().name if rows else "",
-        **_usage_metadata(before, handle.usage.summary()),
+        "embedder": embedder.embedder().name if rows else "", **usage.metadata(),
     }
     yield dg.Output(table, metadata=metadata)
     yield episodes_presence_check(table, scene_rosters, slug)

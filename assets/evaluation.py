@@ -14,19 +14,18 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from assets.context import CODE_VERSION, partition_of
 from eval.generate import generate_items
-from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import KBF_ITEMS
-from reveriemem.core.settings import data_home
-from reveriemem.core.storage import ParquetStore, PartitionRef, frame
-from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
+from reveriemem.core.storage import MemoryStore, PartitionRef, frame
+from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 GROUP = "evaluation"
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          ins={"facts": dg.AssetIn(partition_mapping=book_of_pair),
+          code_version=CODE_VERSION, ins={"facts": dg.AssetIn(partition_mapping=book_of_pair),
                "entities": dg.AssetIn(partition_mapping=book_of_pair)},
           kinds={"parquet"},
           check_specs=[dg.AssetCheckSpec("items_well_formed", asset="kbf_items",
@@ -34,15 +33,13 @@ GROUP = "evaluation"
                                                      "its split; KRf items ask about facts the character sees.")])
 def kbf_items(context: dg.AssetExecutionContext, lm: LanguageModel, facts: pl.DataFrame, entities: pl.DataFrame):
     """KBF-QA items put to one character: KRf from facts in F_c, KR from facts outside it."""
-    part = partition_ref(context.partition_key)
-    book = load_book(part.book)
-    slug = part.character or ""
-    if slug not in {c.slug for c in book.characters}:
-        context.log.info(f"{slug} is not a focus character of {part.book}; storing no rows.")
+    part = partition_of(context)
+    book, slug = part.book, part.slug
+    if part.outside_book(context):
         yield dg.Output(frame([], KBF_ITEMS), metadata={"in_book": False, "items": 0})
         yield dg.AssetCheckResult(check_name="items_well_formed", passed=True)
         return
-    character = book.character(slug)
+    character = part.character
     fact_rows = facts.drop("vector").to_dicts() if "vector" in facts.columns else facts.to_dicts()
     items = generate_items(book, character, fact_rows, entities.to_dicts(), handle=lm.handle())
     rows = [{"book": book.slug, "character": slug, "item_id": i.id, "split": i.split,
@@ -63,21 +60,21 @@ class EvaluationConfig(dg.Config):
     limit: int = 0  # 0: every item
 
 
-@dg.asset(partitions_def=book_partitions, group_name=GROUP, kinds={"parquet"},
+@dg.asset(partitions_def=book_partitions, group_name=GROUP, kinds={"parquet"}, code_version=CODE_VERSION,
           deps=[dg.AssetDep("kbf_items", partition_mapping=book_of_pair)])
 def kbf_report(context: dg.AssetExecutionContext, config: EvaluationConfig, lm: LanguageModel,
                embedder: EmbeddingModel) -> dg.MaterializeResult:
     """Every KBF-QA method on the book's items under one model: results, summary.json and the report."""
     from eval.runner import RunSpec, run_evaluation  # the methods load only when an evaluation runs
 
-    book = load_book(context.partition_key)
-    store = ParquetStore(data_home() / "parquet")
+    book = partition_of(context).book
+    store = MemoryStore.for_home()
     records = []
     for character in book.characters:
         records += store.read("kbf_items", PartitionRef(book.slug, character.slug))["record"].to_list()
     handle = lm.handle()
     model = "none" if handle.lm is None else handle.name
-    out = data_home() / "eval" / book.slug / model.replace("/", "_").replace(":", "_")
+    out = store.home / "eval" / book.slug / model.replace("/", "_").replace(":", "_")
     with tempfile.TemporaryDirectory() as scratch:
         items_path = Path(scratch) / "items.jsonl"
         items_path.write_text("\n".join(records) + "\n", encoding="utf-8")

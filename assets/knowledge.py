@@ -16,10 +16,9 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from assets.scenes import _usage_metadata
+from assets.context import CODE_VERSION, ModelUsage, partition_of
 from reveriemem.core import progress
-from reveriemem.core.registry import load_book
-from reveriemem.core.schemas import ENTITIES, FACTS, MEMBERSHIPS, SCENE_GRAPHS
+from reveriemem.core.schemas import ENTITIES, MEMBERSHIPS, SCENE_GRAPHS, facts_schema
 from reveriemem.core.storage import frame
 from reveriemem.source_to_memory.entities import (
     OFFLINE_ENTITY_METHOD,
@@ -41,7 +40,7 @@ from reveriemem.source_to_memory.facts import (
 )
 from reveriemem.source_to_memory.semantic import extract_scene_graphs, graph_rows, graphs_from_rows
 from reveriemem.source_to_memory.visibility import Membership
-from reveriemem_dagster.partitions import book_partitions, partition_ref
+from reveriemem_dagster.partitions import book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 GROUP = "semantic_layer"
@@ -51,15 +50,16 @@ def _scene_triples(scenes: pl.DataFrame) -> list[tuple[int, int, int]]:
     return [(int(r["scene_id"]), int(r["start"]), int(r["end"])) for r in scenes.sort("scene_id").iter_rows(named=True)]
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"},
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          kinds={"parquet", "dspy"},
           check_specs=[dg.AssetCheckSpec("scene_graphs_cover_scenes", asset="scene_graphs",
                                          description="Every scene has at least one passage row.")])
 def scene_graphs(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame):
     """Per passage of every scene: entities, relations (located in the source) and accounts read out."""
-    book = load_book(partition_ref(context.partition_key).book)
+    book = partition_of(context).book
     triples = _scene_triples(scenes)
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     if handle.lm is None:
         from reveriemem.source_to_memory.semantic import SceneGraph, scene_passages
 
@@ -75,8 +75,7 @@ def scene_graphs(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: p
     table = frame(graph_rows(book, graphs), SCENE_GRAPHS)
     failed_scenes = len({g.scene_id for g in graphs if g.failed})
     metadata = {"passages": table.height, "failed_passages": sum(g.failed for g in graphs),
-                "failed_scenes": failed_scenes, "relations": int(table["relations"].sum() or 0),
-                **_usage_metadata(before, handle.usage.summary())}
+                "failed_scenes": failed_scenes, "relations": int(table["relations"].sum() or 0), **usage.metadata()}
     yield dg.Output(table, metadata=metadata)
     covered = set(table["scene_id"].to_list())
     yield dg.AssetCheckResult(check_name="scene_graphs_cover_scenes",
@@ -91,10 +90,11 @@ def _tables(book, scene_graphs: pl.DataFrame, scenes: pl.DataFrame):
     return graphs, offline_entities(book, _scene_triples(scenes)), OFFLINE_ENTITY_METHOD
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet"})
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          kinds={"parquet"})
 def entities(context: dg.AssetExecutionContext, scene_graphs: pl.DataFrame, scenes: pl.DataFrame) -> pl.DataFrame:
     """Canonical entities of seven types, aliases unified across scenes."""
-    book = load_book(partition_ref(context.partition_key).book)
+    book = partition_of(context).book
     graphs, table, method = _tables(book, scene_graphs, scenes)
     out = frame(entity_rows(book, table, method if method != "model" else _graph_method(graphs)), ENTITIES)
     counts = dict(out.group_by("type").len().iter_rows())
@@ -107,10 +107,11 @@ def _graph_method(graphs) -> str:
     return methods[0] if methods else "heuristic"
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet"})
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          kinds={"parquet"})
 def memberships(context: dg.AssetExecutionContext, scene_graphs: pl.DataFrame, entities: pl.DataFrame) -> pl.DataFrame:
     """Who belongs to which organisation, and from when, as the scenes state it."""
-    book = load_book(partition_ref(context.partition_key).book)
+    book = partition_of(context).book
     graphs = graphs_from_rows(scene_graphs.to_dicts())
     table = canonical_entities(book, graphs)
     names = dict(zip(entities["entity_id"].to_list(), entities["name"].to_list()))
@@ -123,7 +124,7 @@ def memberships(context: dg.AssetExecutionContext, scene_graphs: pl.DataFrame, e
     return out
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP,
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
           metadata={"backend": "lancedb"}, kinds={"lancedb"},
           check_specs=[dg.AssetCheckSpec("facts_are_bounded", asset="facts",
                                          description="Facts exist, every fact has a non-empty visibility set with a "
@@ -132,7 +133,7 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
           scene_rosters: pl.DataFrame, utterances: pl.DataFrame, scenes: pl.DataFrame, entities: pl.DataFrame,
           memberships: pl.DataFrame):
     """SPOCV facts (or offline evidence units) with visibility, embedded for bounded retrieval."""
-    book = load_book(partition_ref(context.partition_key).book)
+    book = partition_of(context).book
     graphs, table, _ = _tables(book, scene_graphs, scenes)
     model_scenes = {g.scene_id for g in graphs if g.method.startswith("model:")}
     failed = {g.scene_id: g.error for g in graphs if g.failed}
@@ -153,7 +154,7 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
     if rows:
         for row, vector in zip(rows, embedder.embedder().embed([r["text"] for r in rows])):
             row["vector"] = vector.tolist()
-    out = frame(rows, FACTS)
+    out = frame(rows, facts_schema(embedder.embedder().dim))
     routes = pl.Series(out["routes"].explode().drop_nulls()).value_counts() if out.height else None
     metadata: dict[str, Any] = {
         "facts": out.height, "unreachable_dropped": len(unreachable),

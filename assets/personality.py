@@ -11,34 +11,34 @@ description (embedded for search) and verbatim excerpts.
 import dagster as dg
 import polars as pl
 
-from assets.scenes import _usage_metadata
+from assets.context import CODE_VERSION, ModelUsage, partition_of
 from reveriemem.core import progress
-from reveriemem.core.registry import Book, load_book
-from reveriemem.core.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS
+from reveriemem.core.registry import Book
+from reveriemem.core.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS, patterns_schema
 from reveriemem.core.storage import frame
 from reveriemem.source_to_memory.dialogue_records import Line, annotate_lines
 from reveriemem.source_to_memory.dialogue_records import emotion_transitions as transition_record
 from reveriemem.source_to_memory.patterns import build_patterns, pattern_rows
-from reveriemem.source_to_memory.reading import BookReading
-from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
+from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 GROUP = "personality"
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"},
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          kinds={"parquet", "dspy"},
           check_specs=[dg.AssetCheckSpec("dialogue_is_annotated", asset="dialogue_records",
                                          description="Every utterance of a focus character has an annotation.")])
 def dialogue_records(context: dg.AssetExecutionContext, lm: LanguageModel, utterances: pl.DataFrame,
                      scenes: pl.DataFrame):
     """Focus characters' utterances, each with emotion, intensity (1-5), trigger, intent and act."""
-    book = load_book(partition_ref(context.partition_key).book)
-    reading = BookReading(book)
+    part = partition_of(context)
+    book, reading = part.book, part.reading
     names = {c.slug: c.name for c in book.characters}
     lines = [Line.from_row(row) for row in utterances.iter_rows(named=True)]
     first_paragraph = {int(r["scene_id"]): int(r["first_paragraph"]) for r in scenes.iter_rows(named=True)}
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     step = "dialogue_records"
     progress.step_started(book.slug, step, len(first_paragraph))
     annotated = annotate_lines(book.text, reading.paragraphs, lines, first_paragraph, names, handle,
@@ -58,24 +58,22 @@ def dialogue_records(context: dg.AssetExecutionContext, lm: LanguageModel, utter
     metadata = {
         "records": table.height, "method": annotated.method, "fallbacks": len(annotated.failures), "failed_scenes": len(annotated.failures),
         "scenes_with_dialogue": annotated.scenes_annotated,
-        **{f"emotion_{k}": int(v) for k, v in counts.items()},
-        **_usage_metadata(before, handle.usage.summary()),
+        **{f"emotion_{k}": int(v) for k, v in counts.items()}, **usage.metadata(),
     }
     yield dg.Output(table, metadata=metadata)
     yield annotated_check(table, expected)
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          ins={"dialogue_records": dg.AssetIn(partition_mapping=book_of_pair)}, kinds={"parquet"})
+          code_version=CODE_VERSION, ins={"dialogue_records": dg.AssetIn(partition_mapping=book_of_pair)},
+          kinds={"parquet"})
 def emotion_transitions(context: dg.AssetExecutionContext, dialogue_records: pl.DataFrame) -> pl.DataFrame:
     """A character's emotional states in story order, each with the previous state, trigger and intent."""
-    part = partition_ref(context.partition_key)
-    book = load_book(part.book)
-    if part.character not in {c.slug for c in book.characters}:
-        context.log.info(f"{part.character} is not a focus character of {part.book}; storing no rows.")
+    part = partition_of(context)
+    if part.outside_book(context):
         context.add_output_metadata({"in_book": False})
         return frame([], EMOTION_TRANSITIONS)
-    mine = dialogue_records.filter(pl.col("speaker") == part.character).to_dicts()
+    mine = dialogue_records.filter(pl.col("speaker") == part.slug).to_dicts()
     table = frame(transition_record(mine), EMOTION_TRANSITIONS)
     context.add_output_metadata({
         "in_book": True, "transitions": table.height,
@@ -86,7 +84,7 @@ def emotion_transitions(context: dg.AssetExecutionContext, dialogue_records: pl.
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+          code_version=CODE_VERSION, metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
           ins={"dialogue_records": dg.AssetIn(partition_mapping=book_of_pair)},
           check_specs=[
               dg.AssetCheckSpec("excerpts_are_verbatim", asset="personality_patterns",
@@ -97,20 +95,17 @@ def emotion_transitions(context: dg.AssetExecutionContext, dialogue_records: pl.
 def personality_patterns(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel,
                          dialogue_records: pl.DataFrame):
     """Behavioural patterns of a character: hdbscan clusters of their behaviour units, described and embedded."""
-    part = partition_ref(context.partition_key)
-    book = load_book(part.book)
-    slugs = {c.slug for c in book.characters}
-    if part.character not in slugs:
-        context.log.info(f"{part.character} is not a focus character of {part.book}; storing no rows.")
+    part = partition_of(context)
+    book = part.book
+    if part.outside_book(context):
         table = frame([], PERSONALITY_PATTERNS)
         yield dg.Output(table, metadata={"in_book": False})
         yield from patterns_checks(table, book, frame([], DIALOGUE_RECORDS))
         return
-    character = book.character(part.character)
+    character, reading = part.character, part.reading
     mine = dialogue_records.filter(pl.col("speaker") == character.slug)
-    reading = BookReading(book)
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     step = f"personality_patterns[{character.slug}]"
     result = build_patterns(
         book.text, reading.paragraphs, mine.to_dicts(), character.name, {c.slug: c.name for c in book.characters},
@@ -120,13 +115,13 @@ def personality_patterns(context: dg.AssetExecutionContext, lm: LanguageModel, e
     )
     for failure in result.failures:
         context.log.warning(f"Fell back to the template description: {failure}")
-    table = frame(pattern_rows(book.slug, character.slug, character.name, result), PERSONALITY_PATTERNS)
+    table = frame(pattern_rows(book.slug, character.slug, character.name, result),
+                  patterns_schema(embedder.embedder().dim))
     origins = dict(table.group_by("origin").len().iter_rows()) if table.height else {}
     metadata = {
         "in_book": True, "patterns": table.height, "utterances": mine.height, "units": len(result.units),
         "clustering": result.clustering, "fallbacks": len(result.failures), "failed_scenes": len(result.failures), "embedder": embedder.embedder().name,
-        **{f"origin_{k}": int(v) for k, v in origins.items()},
-        **_usage_metadata(before, handle.usage.summary()),
+        **{f"origin_{k}": int(v) for k, v in origins.items()}, **usage.metadata(),
     }
     yield dg.Output(table, metadata=metadata)
     yield from patterns_checks(table, book, mine)

@@ -10,14 +10,14 @@ for search; `utterances` (book): quoted speech with attributed speakers;
 import dagster as dg
 import polars as pl
 
-from reveriemem.core.registry import load_book
-from reveriemem.core.schemas import CHARACTER_SCENES, ROSTERS, SCENES, UTTERANCES
+from assets.context import CODE_VERSION, ModelUsage, book_text, partition_of
+from reveriemem.core.schemas import CHARACTER_SCENES, ROSTERS, UTTERANCES, scenes_schema
 from reveriemem.core.storage import frame
 from reveriemem.core.text import normalise_space
 from reveriemem.source_to_memory.preparation import judge_rosters, prepare_scenes, roster_rows
 from reveriemem.source_to_memory.reading import BookReading
 from reveriemem.source_to_memory.scenes import Span
-from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions, partition_ref
+from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 GROUP = "scene_preparation"
@@ -35,26 +35,16 @@ def scenes_from_frame(reading: BookReading, frame: pl.DataFrame) -> list[Span]:
     return spans
 
 
-def _usage_metadata(before: dict, after: dict) -> dict:
-    return {
-        "model": after.get("model", ""),
-        "model_calls": int(after.get("calls", 0)) - int(before.get("calls", 0)),
-        "prompt_tokens": int(after.get("prompt_tokens", 0)) - int(before.get("prompt_tokens", 0)),
-        "completion_tokens": int(after.get("completion_tokens", 0)) - int(before.get("completion_tokens", 0)),
-        "model_latency_s": round(float(after.get("latency_s", 0.0)) - float(before.get("latency_s", 0.0)), 3),
-    }
-
-
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP,
-          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          deps=[book_text], metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
           check_specs=[dg.AssetCheckSpec("scenes_are_ordered", asset="scenes",
                                          description="Scenes exist, are ordered and do not overlap.")])
 def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel):
     """Scenes: candidate spans merged into dramatic units, with setting metadata."""
-    book = load_book(partition_ref(context.partition_key).book)
-    reading = BookReading(book)
+    part = partition_of(context)
+    book, reading = part.book, part.reading
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     prepared = prepare_scenes(reading, handle)
     for failure in prepared.failures:
         context.log.warning(f"Fell back to the heuristic: {failure}")
@@ -78,19 +68,19 @@ def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: Embed
     ]
     metadata = {
         "scenes": len(rows), "candidate_spans": len(reading.candidates), "method": prepared.method,
-        "fallbacks": len(prepared.failures), "embedder": embedder.embedder().name,
-        **_usage_metadata(before, handle.usage.summary()),
+        "fallbacks": len(prepared.failures), "embedder": embedder.embedder().name, **usage.metadata(),
     }
-    table = frame(rows, SCENES)
+    table = frame(rows, scenes_schema(embedder.embedder().dim))
     yield dg.Output(table, metadata=metadata)
     yield scenes_ordered_check(table)
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet"})
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          deps=[book_text], kinds={"parquet"})
 def utterances(context: dg.AssetExecutionContext, scenes: pl.DataFrame) -> pl.DataFrame:
     """Quoted speech per paragraph with its attributed speaker (focus or not)."""
-    book = load_book(partition_ref(context.partition_key).book)
-    reading = BookReading(book)
+    part = partition_of(context)
+    book, reading = part.book, part.reading
     spans = scenes_from_frame(reading, scenes)
     scene_of = {p: i + 1 for i, s in enumerate(spans) for p in s.paragraphs}
     rows = [
@@ -106,17 +96,18 @@ def utterances(context: dg.AssetExecutionContext, scenes: pl.DataFrame) -> pl.Da
     return table
 
 
-@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, kinds={"parquet", "dspy"},
+@dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
+          deps=[book_text], kinds={"parquet", "dspy"},
           check_specs=[dg.AssetCheckSpec("rosters_are_complete", asset="scene_rosters",
                                          description="Every scene has one roster row per focus character.")])
 def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame):
     """For every focus character and scene: present_active, present_silent, referenced or absent."""
-    book = load_book(partition_ref(context.partition_key).book)
-    reading = BookReading(book)
+    part = partition_of(context)
+    book, reading = part.book, part.reading
     spans = scenes_from_frame(reading, scenes)
     evidence = reading.roster_evidence(spans)
     handle = lm.handle()
-    before = handle.usage.summary()
+    usage = ModelUsage(handle)
     judged, method, failures = judge_rosters(reading, spans, evidence, handle)
     for failure in failures:
         context.log.warning(f"Fell back to the heuristic: {failure}")
@@ -124,26 +115,22 @@ def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: 
     table = frame(rows, ROSTERS)
     counts = dict(table.group_by("status").len().iter_rows())
     metadata = {"method": method, "fallbacks": len(failures),
-                **{f"status_{k}": int(v) for k, v in counts.items()},
-                **_usage_metadata(before, handle.usage.summary())}
+                **{f"status_{k}": int(v) for k, v in counts.items()}, **usage.metadata()}
     yield dg.Output(table, metadata=metadata)
     yield rosters_complete_check(table, len(book.characters))
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          ins={"scene_rosters": dg.AssetIn(partition_mapping=book_of_pair),
+          code_version=CODE_VERSION, ins={"scene_rosters": dg.AssetIn(partition_mapping=book_of_pair),
                "scenes": dg.AssetIn(partition_mapping=book_of_pair)}, kinds={"parquet"})
 def character_scenes(context: dg.AssetExecutionContext, scene_rosters: pl.DataFrame,
                      scenes: pl.DataFrame) -> pl.DataFrame:
     """The scenes a character is present in or referenced by, with presence offsets."""
-    part = partition_ref(context.partition_key)
-    book = load_book(part.book)
-    empty = frame([], CHARACTER_SCENES)
-    if part.character not in {c.slug for c in book.characters}:
-        context.log.info(f"{part.character} is not a focus character of {part.book}; storing no rows.")
+    part = partition_of(context)
+    if part.outside_book(context):
         context.add_output_metadata({"in_book": False})
-        return empty
-    mine = scene_rosters.filter((pl.col("character") == part.character) & (pl.col("status") != "absent"))
+        return frame([], CHARACTER_SCENES)
+    mine = scene_rosters.filter((pl.col("character") == part.slug) & (pl.col("status") != "absent"))
     joined = mine.join(scenes.select("scene_id", "location", "time", "atmosphere"), on="scene_id", how="left")
     table = frame(joined.select(CHARACTER_SCENES.names).to_dicts(), CHARACTER_SCENES)
     context.add_output_metadata({

@@ -1,30 +1,42 @@
 """Materialising a book's memory from Python or the CLI, recorded in the project's instance.
 
-A build resumes: an (asset, partition) is skipped when its latest
-materialisation in the instance is newer than the book's registration and
-than the materialisations it was made from, and its stored rows are still
-there. Everything else runs, in one Dagster run for the book-level assets and
-one per focus character. `force=True` redoes everything; `retry_failed=True`
-also redoes the partitions whose latest materialisation recorded failed scenes
-(metadata `failed_scenes` > 0). The persistent model cache makes a redone
-partition call the model only for what is not cached, i.e. the failed scenes.
+What is out of date comes from Dagster. Every asset has a code version, the
+book-level assets depend on the observed `book_text` (whose data version is a
+hash of the registered book), and Dagster's stale-status resolver says of each
+(asset, partition) whether it is missing, stale (a new code version or a new
+upstream data version) or fresh. Three things Dagster cannot see are checked
+besides: that a fresh partition's stored rows are still there, that it was
+made with this build's model and embedder (run tags), and, with
+`retry_failed=True`, whether its latest materialisation recorded failed scenes
+(metadata `failed_scenes` > 0). Within one build, whatever depends on a
+partition that runs runs too. `force=True` redoes everything. The persistent
+model cache makes a redone partition call the model only for what is not
+cached, i.e. the failed scenes.
+
+A build is one Dagster run for the book-level assets and then one per focus
+character, launched one after the other through the project's instance from
+the calling process (never from inside a run); Dagster orders the assets of a
+run, and `graphlib` orders the report.
 """
 
 from __future__ import annotations
 
+import graphlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import dagster as dg
-import pyarrow.parquet as pq
+from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleCause, StaleStatus
+from dagster._time import get_current_datetime
 
-from reveriemem.core.registry import Book, load_book
+from assets.context import book_text
+from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import BY_ASSET
-from reveriemem.core.settings import data_home, lancedb_uri
-from reveriemem.core.storage import LanceStore, ParquetStore, partition_predicate
+from reveriemem.core.storage import MemoryStore
 from reveriemem.models.usage import tracking
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
@@ -107,13 +119,28 @@ def _report_key(asset: str, character: str | None) -> str:
 def _asset_lists(
     book_assets: Sequence[dg.AssetsDefinition] | None, character_assets: Sequence[dg.AssetsDefinition] | None
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetsDefinition]]:
-    """The given asset lists, each defaulting to the project's definitions (imported only then)."""
-    if book_assets is None or character_assets is None:
-        from reveriemem_dagster.definitions import BOOK_ASSETS, CHARACTER_ASSETS
+    """The given asset lists, each defaulting to the project's book-level and per-character assets."""
+    from assets import BOOK_ASSETS, CHARACTER_ASSETS
 
-        book_assets = BOOK_ASSETS if book_assets is None else book_assets
-        character_assets = CHARACTER_ASSETS if character_assets is None else character_assets
+    book_assets = BOOK_ASSETS if book_assets is None else book_assets
+    character_assets = CHARACTER_ASSETS if character_assets is None else character_assets
     return list(book_assets), list(character_assets)
+
+
+def _stale_status(instance: dg.DagsterInstance, graph: AssetGraph) -> CachingStaleStatusResolver:
+    """Dagster's own stale-status resolver over the build's assets, reading the instance now."""
+    view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
+                          instance=instance, asset_graph=graph)
+    return CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+
+
+def _in_dependency_order(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    """The assets with every one after those it depends on (ties keep the given order)."""
+    by_key = {a.key: a for a in assets}
+    sorter: graphlib.TopologicalSorter[dg.AssetKey] = graphlib.TopologicalSorter()
+    for asset in assets:
+        sorter.add(asset.key, *(dep for dep in asset.dependency_keys if dep in by_key))
+    return [by_key[key] for key in sorter.static_order()]
 
 
 def plan_build(
@@ -134,7 +161,7 @@ def plan_build(
     book = load_book(slug)
     instance = instance or get_instance()
     book_level, per_character = _asset_lists(book_assets, character_assets)
-    registered = _registered_at(book)
+    stale = _stale_status(instance, AssetGraph.from_assets([*_external(book_text), *book_level, *per_character]))
     groups: list[tuple[str | dg.MultiPartitionKey, str | None, list[dg.AssetsDefinition]]] = [
         (slug, None, _in_dependency_order(book_level))
     ]
@@ -142,7 +169,6 @@ def plan_build(
     book_keys = {a.key for a in book_level}
     group_keys = {a.key for a in per_character}
 
-    latest: dict[tuple[dg.AssetKey, str], float | None] = {}  # when each partition was (or will be) made
     runs: list[PlannedRun] = []
     statuses: list[PartitionStatus] = []
     metadata: dict[str, dict[str, Any]] = {}
@@ -154,18 +180,13 @@ def plan_build(
             record = _latest_materialization(instance, asset.key, part)
             values = _values(record)
             failed = _failed_count(values.get(FAILED_SCENES))
-            upstream = [
-                (dep, slug if dep in book_keys else part)
-                for dep in sorted(asset.dependency_keys, key=lambda k: k.to_user_string())
-                if dep in book_keys or dep in group_keys
-            ]
-            reason = _reason_to_run(asset, part, record, values, registered, force, retry_failed, failed,
-                                    upstream, latest, will_run)
+            rebuilt = [dep for dep in sorted(asset.dependency_keys, key=lambda k: k.to_user_string())
+                       if (dep, slug) in will_run and dep in book_keys or (dep, part) in will_run and dep in group_keys]
+            reason = _reason_to_run(stale, asset.key, part, record, values, force, retry_failed, failed, rebuilt)
             if reason is None and record is not None and identity:
                 reason = _identity_changed(instance, record, identity)
             name = asset.key.to_user_string()
             if reason is None:
-                latest[(asset.key, part)] = record.timestamp if record is not None else None
                 metadata[_report_key(name, character)] = values
                 hint = f"; {failed} failed scenes (--retry-failed)" if failed else ""
                 statuses.append(PartitionStatus(name, part, False, f"up to date{hint}", failed))
@@ -178,37 +199,44 @@ def plan_build(
     return BuildPlan(book=slug, runs=runs, statuses=statuses, metadata=metadata)
 
 
+def _external(spec: dg.AssetSpec) -> list[dg.AssetsDefinition]:
+    return [dg.AssetsDefinition(specs=[spec])]
+
+
 def _reason_to_run(
-    asset: dg.AssetsDefinition,
+    stale: CachingStaleStatusResolver,
+    key: dg.AssetKey,
     part: str,
     record: dg.EventLogRecord | None,
     values: dict[str, Any],
-    registered: float,
     force: bool,
     retry_failed: bool,
     failed: int,
-    upstream: list[tuple[dg.AssetKey, str]],
-    latest: dict[tuple[dg.AssetKey, str], float | None],
-    will_run: set[tuple[dg.AssetKey, str]],
+    rebuilt: list[dg.AssetKey],
 ) -> str | None:
     """Why this partition must be materialised, or None when it is up to date."""
     if force:
         return "forced"
-    if record is None:
+    status = stale.get_status(key, part)
+    if status == StaleStatus.MISSING or record is None:
         return "not materialised yet"
-    if record.timestamp < registered:
-        return "materialised before the book was registered"
-    if not _stored(asset.key.path[-1], part, values):
+    if rebuilt:
+        return f"{rebuilt[0].to_user_string()} is rebuilt"
+    if status == StaleStatus.STALE:
+        return _describe(stale.get_stale_root_causes(key, part) or stale.get_stale_causes(key, part))
+    if not _stored(key.path[-1], part, values):
         return "its stored rows are missing"
     if retry_failed and failed:
         return f"{failed} failed scenes"
-    for dep, dep_part in upstream:
-        if (dep, dep_part) in will_run:
-            return f"{dep.to_user_string()} is rebuilt"
-        made = latest.get((dep, dep_part))
-        if made is not None and made > record.timestamp:
-            return f"{dep.to_user_string()} is newer"
     return None
+
+
+def _describe(causes: Sequence[StaleCause]) -> str:
+    """Dagster's first stale cause as a phrase, e.g. "scenes has a new code version"."""
+    if not causes:
+        return "stale"
+    cause = causes[0]
+    return f"{cause.key.asset_key.to_user_string()} {cause.reason}"
 
 
 def _identity_changed(instance: dg.DagsterInstance, record: dg.EventLogRecord, identity: dict[str, str]) -> str | None:
@@ -265,7 +293,7 @@ def build_book(
         for run in plan.runs:
             names = ", ".join(a.key.to_user_string() for a in run.assets)
             progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
-            result = dg.materialize([*book_level, *per_character], selection=run.assets, partition_key=run.partition,
+            result = dg.materialize([book_text, *book_level, *per_character], selection=run.assets, partition_key=run.partition,
                                     instance=instance, resources=resources, run_config=run_config,
                                     tags={"reveriemem/book": slug, **identity})
             report.runs += 1
@@ -274,30 +302,6 @@ def build_book(
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report
-
-
-def _registered_at(book: Book) -> float:
-    stamp = book.info.get("registered_at")
-    try:
-        return datetime.fromisoformat(str(stamp)).timestamp() if stamp else 0.0
-    except ValueError:
-        return 0.0
-
-
-def _in_dependency_order(assets: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
-    keys = {a.key for a in assets}
-    ordered: list[dg.AssetsDefinition] = []
-    placed: set[dg.AssetKey] = set()
-    pending = list(assets)
-    while pending:
-        ready = [a for a in pending if (set(a.dependency_keys) & keys) <= placed]
-        if not ready:  # a cycle cannot happen in Dagster; keep the given order if it did
-            ready = pending[:1]
-        for asset in ready:
-            ordered.append(asset)
-            placed.add(asset.key)
-            pending.remove(asset)
-    return ordered
 
 
 def _latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str) -> dg.EventLogRecord | None:
@@ -325,24 +329,12 @@ def _failed_count(value: Any) -> int:
 
 
 def _stored(name: str, partition: str, values: dict[str, Any]) -> bool:
-    """Whether the rows the latest materialisation wrote are still in storage."""
+    """Whether the rows the latest materialisation wrote are still in storage (the one store that knows where)."""
     if name not in BY_ASSET:
         return True  # stored by something other than the project's IO manager: trust the instance
-    backend, _ = BY_ASSET[name]
-    part = partition_ref(partition)
+    stored = MemoryStore.for_home().stored_rows(name, partition_ref(partition))
     rows = values.get("rows")
-    rows = int(rows) if isinstance(rows, (int, float)) else None
-    if backend == "lancedb":
-        store = LanceStore(lancedb_uri())
-        if name not in store.table_names():
-            return False
-        if not rows:
-            return True
-        return int(store.open(name).count_rows(partition_predicate(part))) == rows
-    path = ParquetStore(data_home() / "parquet").path(name, part)
-    if not path.exists():
-        return False
-    return rows is None or pq.read_metadata(path).num_rows == rows
+    return stored is not None and (not isinstance(rows, (int, float)) or not rows or stored == int(rows))
 
 
 def built_with(slug: str, asset: str = "facts") -> dict[str, str]:

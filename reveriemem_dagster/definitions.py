@@ -1,26 +1,22 @@
-"""The one `Definitions` of ReverieMem."""
+"""The one `Definitions` of ReverieMem: the assets, the jobs and the resources from the environment.
+
+Nothing in the project imports this module; Dagster loads it
+(`workspace.yaml`, `dagster job execute -m reveriemem_dagster.definitions`).
+A book's whole memory spans two partitions definitions, so it is two jobs:
+`book_memory` for a book, then `character_memory` for each of its
+(book|character) pairs; `reveriemem build` launches exactly these runs.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from assets import episodic as episodic_assets
+from assets import BOOK_ASSETS, CHARACTER_ASSETS, EVALUATION_ASSETS, book_text
 from assets import evaluation as evaluation_assets
-from assets import knowledge as knowledge_assets
-from assets import personality as personality_assets
-from assets import scenes as scene_assets
 from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import book_character_partitions, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
-from reveriemem_dagster.whole_book import whole_book_memory
 
-BOOK_ASSETS = [scene_assets.scenes, scene_assets.utterances, scene_assets.scene_rosters,
-               knowledge_assets.scene_graphs, knowledge_assets.entities, knowledge_assets.memberships,
-               knowledge_assets.facts,
-               personality_assets.dialogue_records]
-CHARACTER_ASSETS = [scene_assets.character_scenes, episodic_assets.episodes,
-                    personality_assets.emotion_transitions, personality_assets.personality_patterns]
-EVALUATION_ASSETS = [evaluation_assets.kbf_items, evaluation_assets.kbf_report]
 ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS, *EVALUATION_ASSETS]
 
 book_memory_job = dg.define_asset_job(
@@ -55,7 +51,7 @@ def default_resources() -> dict[str, object]:
 
 
 defs = dg.Definitions(
-    assets=ALL_ASSETS,
-    jobs=[book_memory_job, character_memory_job, whole_book_memory, kbf_items_job, kbf_evaluation_job],
+    assets=[book_text, *ALL_ASSETS],
+    jobs=[book_memory_job, character_memory_job, kbf_items_job, kbf_evaluation_job],
     resources=default_resources(),
 )

@@ -1,5 +1,10 @@
 """The project's Dagster instance lives under the data home, so dynamic
-partitions and run history persist between commands."""
+partitions, run history and data versions persist between commands.
+
+Registering a book adds its partition keys and records the data version of
+its `book_text` (an observation, only when the version changed), from which
+Dagster's staleness follows.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ import os
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG, extract_data_version_from_entry
 
+from assets.context import book_text, book_version
 from reveriemem.core.registry import Book
 from reveriemem.core.settings import dagster_home
 from reveriemem_dagster.partitions import BOOK, CHARACTER
@@ -34,11 +41,24 @@ def get_instance() -> dg.DagsterInstance:
 
 
 def register_partitions(instance: dg.DagsterInstance, book: Book) -> None:
+    """Add the book's partition keys and observe its `book_text` data version."""
     instance.add_dynamic_partitions(BOOK, [book.slug])
     existing = set(instance.get_dynamic_partitions(CHARACTER))
     new = [c.slug for c in book.characters if c.slug not in existing]
     if new:
         instance.add_dynamic_partitions(CHARACTER, new)
+    observe_book(instance, book)
+
+
+def observe_book(instance: dg.DagsterInstance, book: Book) -> None:
+    """Record the book's data version on `book_text` when it differs from the one last recorded."""
+    version = book_version(book)
+    record = instance.get_latest_data_version_record(book_text.key, True, partition_key=book.slug)
+    if record is not None and extract_data_version_from_entry(record.event_log_entry) == dg.DataVersion(version):
+        return
+    instance.report_runless_asset_event(
+        dg.AssetObservation(book_text.key, partition=book.slug, tags={DATA_VERSION_TAG: version})
+    )
 
 
 def unregister_partitions(instance: dg.DagsterInstance, book: Book, still_used: set[str]) -> None:

@@ -15,7 +15,7 @@ from assets import scenes as scene_assets
 from reveriemem.core import progress
 from reveriemem.core.demo import demo_book_path
 from reveriemem.core.errors import ModelOutputError
-from reveriemem.core.registry import prepare_book, write_book
+from reveriemem.core.registry import prepare_book, remove_book, write_book
 from reveriemem.core.settings import data_home
 from reveriemem.core.storage import ParquetStore, PartitionRef
 from reveriemem.models import FakeModel, register_fake, run_program, unregister_fake
@@ -84,6 +84,22 @@ def test_a_rebuild_skips_what_is_done_and_force_redoes_it(ledger: str) -> None:
     assert len(get_instance().get_runs()) == 3 + 0 + 1 + 3
 
 
+def test_a_book_registered_again_with_other_text_is_stale_in_dagster(ledger: str, tmp_path: Path) -> None:
+    _scene_build(ledger, lm="none")
+    assert not plan_build(ledger, book_assets=SCENE_BOOK, character_assets=SCENE_CHARACTER).runs
+    characters = tmp_path / "ledger.yaml"
+    edited = tmp_path / "ledger.txt"
+    edited.write_text(demo_book_path().read_text(encoding="utf-8").replace(" the ", " that ", 5), encoding="utf-8")
+    remove_book(ledger)
+    book, _ = prepare_book(edited, characters, slug=SLUG)
+    write_book(book)
+    register_partitions(get_instance(), book)  # observes book_text's new data version
+    plan = plan_build(ledger, book_assets=SCENE_BOOK, character_assets=SCENE_CHARACTER)
+    assert _names(plan.to_run) == ALL_PARTITIONS
+    assert plan.to_run[0].reason == "book_text has a new data version"
+    assert plan.to_run[1].reason == "scenes is rebuilt"
+
+
 def test_another_model_or_embedder_rebuilds_what_the_first_one_made(ledger: str) -> None:
     _scene_build(ledger, lm="none", embedder="hash")
     register_fake("other", FakeModel())
@@ -148,7 +164,7 @@ def probe_character(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
 def test_retry_failed_reruns_only_failed_partitions_and_only_failed_scenes_call_the_model(ledger: str) -> None:
     broken = {"on": True}
 
-    def handler(signature: str, inputs: dict) -> Any:
+    def handler(signature: Any, inputs: dict) -> Any:
         return "garbage" if broken["on"] and inputs["scene"].endswith("scene 2") else {"verdict": True}
 
     fake = FakeModel(handler)

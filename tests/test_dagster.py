@@ -137,16 +137,19 @@ def test_workspace_validates():
 
 
 @pytest.mark.slow
-def test_whole_book_memory_job_builds_every_layer_with_dagster_job_execute(isolated_home):
-    """Done-when of the Source-to-Memory issue: the demo's whole memory from one `dagster job execute`."""
+def test_a_whole_book_builds_every_layer_from_the_command_line(isolated_home):
+    """Done-when of the Source-to-Memory issue: the demo's whole memory from one command, as Dagster runs.
+
+    `reveriemem build` launches one run of the book-level assets and then one run per focus character
+    through the instance (no run inside a run); CI runs the same command.
+    """
     from reveriemem.core.settings import lancedb_uri
     from reveriemem.core.storage import LanceStore
 
     _register_demo()
     env = {**os.environ, "DAGSTER_HOME": str(isolated_home / "dagster")}
-    run = subprocess.run([sys.executable, "-m", "dagster", "job", "execute", "-m", "reveriemem_dagster.definitions",
-                          "-j", "whole_book_memory", "--tags", json.dumps({"dagster/partition": DEMO_SLUG})],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-m", "reveriemem_dagster.cli", "build", DEMO_SLUG, "--lm", "none",
+                          "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     parquet, lance = ParquetStore(isolated_home / "parquet"), LanceStore(lancedb_uri())
     book = PartitionRef(DEMO_SLUG)
@@ -161,3 +164,5 @@ def test_whole_book_memory_job_builds_every_layer_with_dagster_job_execute(isola
     instance = get_instance()
     for key in ("facts", "episodes", "personality_patterns"):
         assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
+    jobs = [r.job_name for r in instance.get_runs()]
+    assert sorted(jobs) == ["__ASSET_JOB"] * (1 + len(demo_gold()["scenes"][0]["roster"]))

@@ -1,0 +1,107 @@
+"""What every asset needs from its partition: the book, its reading, the focus-character guard.
+
+`partition_of(context)` gives an asset its `BookPartition`: the registered
+book of the run's partition (book, or book x character), the deterministic
+`BookReading` of it (computed on first use) and, for a book x character
+partition, the focus character. The multi-partition is a full cross product,
+so a pair whose character is not a focus character of the book exists:
+`BookPartition.outside_book(context)` says so in the log and an asset then
+stores no rows with metadata `in_book: False`.
+
+`book_text` is the registered book as an external asset: its data version
+(a hash of the text, body offsets and focus characters) is observed when a
+book is registered or built, and the book-level assets depend on it, so a
+book registered again with other content makes its memory stale in Dagster.
+
+`CODE_VERSION` is each asset's code version: bump an asset's own
+`code_version` when what it computes changes, and Dagster marks its
+materialisations (and everything downstream) stale.
+(No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cached_property
+
+import dagster as dg
+
+from reveriemem.core.characters import Character
+from reveriemem.core.registry import Book, load_book
+from reveriemem.core.storage import PartitionRef
+from reveriemem.models import ModelHandle
+from reveriemem.source_to_memory.reading import BookReading
+from reveriemem_dagster.partitions import book_partitions, partition_ref
+
+CODE_VERSION = "1"  # the first versioned release of every asset
+
+book_text = dg.AssetSpec(
+    "book_text", partitions_def=book_partitions, group_name="source",
+    description="A registered book (text, body offsets, focus characters); observed at registration and build.",
+)
+
+
+def book_version(book: Book) -> str:
+    """The data version of a registered book: a hash of what the assets read from it."""
+    digest = hashlib.sha256(book.text.encode("utf-8"))
+    digest.update(f"|{book.body_start}|{book.body_end}|".encode())
+    records = [c.to_record() for c in book.characters]
+    digest.update(json.dumps(records, sort_keys=True, default=str).encode("utf-8"))
+    return digest.hexdigest()[:24]
+
+
+@dataclass
+class BookPartition:
+    """The book (and focus character) an asset's partition stands for."""
+
+    ref: PartitionRef
+    book: Book
+
+    @cached_property
+    def reading(self) -> BookReading:
+        return BookReading(self.book)
+
+    @property
+    def slug(self) -> str:
+        """The partition's character slug ('' for a book partition)."""
+        return self.ref.character or ""
+
+    @property
+    def in_book(self) -> bool:
+        return self.slug in {c.slug for c in self.book.characters}
+
+    @property
+    def character(self) -> Character:
+        """The partition's focus character (only for a pair inside its book)."""
+        return self.book.character(self.slug)
+
+    def outside_book(self, context: dg.AssetExecutionContext) -> bool:
+        """True (and logged) when the pair's character is not a focus character of the book."""
+        if self.in_book:
+            return False
+        context.log.info(f"{self.slug} is not a focus character of {self.ref.book}; storing no rows.")
+        return True
+
+
+def partition_of(context: dg.AssetExecutionContext) -> BookPartition:
+    """The registered book (and character) of the asset's partition."""
+    ref = partition_ref(context.partition_key)
+    return BookPartition(ref, load_book(ref.book))
+
+
+class ModelUsage:
+    """The model usage of one asset: `ModelUsage(handle)` before the work, `.metadata()` after it."""
+
+    def __init__(self, handle: ModelHandle):
+        self.handle = handle
+        self.before = handle.usage.summary()
+
+    def metadata(self) -> dict:
+        before, after = self.before, self.handle.usage.summary()
+        return {
+            "model": after.get("model", ""),
+            "model_calls": int(after.get("calls", 0)) - int(before.get("calls", 0)),
+            "prompt_tokens": int(after.get("prompt_tokens", 0)) - int(before.get("prompt_tokens", 0)),
+            "completion_tokens": int(after.get("completion_tokens", 0)) - int(before.get("completion_tokens", 0)),
+            "model_latency_s": round(float(after.get("latency_s", 0.0)) - float(before.get("latency_s", 0.0)), 3),
+        }
