@@ -60,14 +60,9 @@ from eval.metrics import Scores, is_correct, predicted_letter, score, weighted_m
 from reveriemem.core.embeddings import Embedder, open_embedder
 from reveriemem.core.errors import ModelOutputError, ReverieMemError
 from reveriemem.core.registry import Book, load_book
-from reveriemem.inference.agent import (
-    DEFAULT_COMPILED,
-    CompiledProgramError,
-    InferencePrograms,
-    ReverieAgent,
-    compiled_path,
-)
-from reveriemem.inference.retrieval import MemoryReader
+from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.programs import DEFAULT_COMPILED, CompiledProgramError, InferencePrograms, compiled_path
 from reveriemem.models import ModelHandle, open_model
 
 log = logging.getLogger(__name__)
@@ -350,7 +345,7 @@ def compiled_block(path: Path, model: str | None = None) -> dict[str, Any] | Non
     `path` is a run folder (its `compiled.json`, when present, wins), a compiled
     program (its `<stem>.compiled.json`) or such a summary itself. For a run
     folder without one, the summary beside the compiled program the agent
-    loads (`reveriemem.inference.agent.compiled_path()`) is used, unless `model` is
+    loads (`reveriemem.inference.programs.compiled_path()`) is used, unless `model` is
     "none" (the agent then calls no prompt)."""
     path = Path(path)
     candidates: list[Path] = []

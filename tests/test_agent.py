@@ -19,17 +19,16 @@ from dspy_programs.inference import EmoGate, EmoTransition, MemoryFusion, Select
 from reveriemem.core.characters import Character
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.errors import ModelOutputError, StorageError
-from reveriemem.inference.agent import (
-    EXTRACTIVE_METHOD,
+from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.emotion_track import (
     GATE_METHOD,
-    REFUSAL,
     TRANSITION_METHOD,
     AgentState,
     PatternChoice,
-    ReverieAgent,
     emotion_gate,
     emotion_transition,
 )
+from reveriemem.inference.offline import EXTRACTIVE_METHOD, REFUSAL
 from reveriemem.models import FakeModel, open_model
 
 MARA = Character(name="Mara Quell", slug="mara", aliases=["Mara"])
@@ -37,7 +36,7 @@ OTHER = "osric"
 EMBEDDER = HashEmbedder()
 
 
-# -- a stand-in for reveriemem.inference.retrieval.MemoryReader ------------------------------
+# -- a stand-in for reveriemem.inference.memory_reader.MemoryReader ------------------------------
 
 
 def _similarity(query: str, texts: list[str]) -> np.ndarray:
@@ -804,7 +803,7 @@ def _write_memory(book: str, rows: list[dict[str, Any]]) -> None:
                                                                   HealthCheck.too_slow])
 @given(data=st.data(), as_of=st.one_of(st.none(), st.integers(0, 11_000)))
 def test_through_lancedb_no_fact_beyond_the_character_or_the_cut_reaches_memory_fusion(data, as_of):
-    from reveriemem.inference.retrieval import MemoryReader
+    from reveriemem.inference.memory_reader import MemoryReader
 
     rows = data.draw(memories())
     question = data.draw(queries(rows))

@@ -1,5 +1,5 @@
 """Compiling the agent's prompts (eval/compile.py) with a scripted model on the demo story, and how the
-agent loads a compiled program (reveriemem.inference.agent.InferencePrograms)."""
+agent loads a compiled program (reveriemem.inference.programs.InferencePrograms)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,17 @@ import dspy
 import pytest
 from click.testing import CliRunner
 
-from dspy_programs.inference import MemoryFusion, SelectPattern, SelfProbe
+from dspy_programs.inference import MemoryFusion, SelectPattern, SelfProbe, memory_fusion_program
 from eval.compile import compile_inference, compiled_block, summary_path
 from eval.items import KBFItem
 from eval.runner import RunSpec, load_items, select_items
 from reveriemem.core.demo import DEMO_SLUG
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.registry import load_book
-from reveriemem.inference import agent as agent_module
-from reveriemem.inference.agent import COMPILED_ENV, CompiledProgramError, InferencePrograms, ReverieAgent
-from reveriemem.inference.retrieval import MemoryReader
+from reveriemem.inference import programs as programs_module
+from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.programs import COMPILED_ENV, CompiledProgramError, InferencePrograms
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem.models.cache import cache_key
 from reveriemem_dagster.cli import main
@@ -116,9 +117,9 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
 
     # by default the agent loads dspy_programs/compiled/inference.json only when it exists
     monkeypatch.delenv(COMPILED_ENV)
-    monkeypatch.setattr(agent_module, "DEFAULT_COMPILED", out)
+    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", out)
     assert _agent(handle=fake.handle()).method == "model:fake+compiled:inference.json"
-    monkeypatch.setattr(agent_module, "DEFAULT_COMPILED", tmp_path / "absent.json")
+    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", tmp_path / "absent.json")
     assert _agent(handle=fake.handle()).method == "model:fake"
 
     # a run's summary.json takes the block from the run folder, else from beside the program the agent loads
@@ -139,13 +140,13 @@ def test_a_stale_compiled_file_is_never_loaded(built_demo, tmp_path: Path, monke
     path.write_text(json.dumps(state))
     with pytest.raises(CompiledProgramError, match="other prompts"):
         InferencePrograms.from_file(path)
-    monkeypatch.setattr(agent_module, "DEFAULT_COMPILED", path)
-    with caplog.at_level(logging.WARNING, logger="reveriemem.inference.agent"):
-        assert agent_module.default_programs().compiled is None  # the default file is skipped, with a warning
+    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", path)
+    with caplog.at_level(logging.WARNING, logger="reveriemem.inference.programs"):
+        assert programs_module.default_programs().compiled is None  # the default file is skipped, with a warning
     assert "other prompts" in caplog.text
     monkeypatch.setenv(COMPILED_ENV, str(path))
     with pytest.raises(CompiledProgramError):  # a file asked for by name is an error
-        agent_module.default_programs()
+        programs_module.default_programs()
 
 
 def test_demos_change_the_cache_key_and_plain_programs_keep_it() -> None:
@@ -154,7 +155,7 @@ def test_demos_change_the_cache_key_and_plain_programs_keep_it() -> None:
               "pattern_excerpts": [], "emotion_state": "neutral"}
     plain = InferencePrograms()
     assert cache_key(handle, plain.memory_fusion, inputs) == cache_key(handle, dspy.Predict(
-        agent_module.memory_fusion_program().signature), inputs)  # answers cached before this change stay valid
+        memory_fusion_program().signature), inputs)  # answers cached before this change stay valid
     compiled = InferencePrograms()
     compiled.memory_fusion.demos = [dspy.Example(question="q", reply="r")]
     assert cache_key(handle, compiled.memory_fusion, inputs) != cache_key(handle, plain.memory_fusion, inputs)

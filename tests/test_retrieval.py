@@ -12,15 +12,8 @@ from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.errors import StorageError
 from reveriemem.core.schemas import EMOTION_TRANSITIONS, EPISODES, FACTS, PERSONALITY_PATTERNS, SCENES
 from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
-from reveriemem.inference.retrieval import (
-    CutPointError,
-    MemoryReader,
-    cut_offset,
-    dense_search,
-    fact_filter,
-    index_of,
-    sql_literal,
-)
+from reveriemem.inference.bounded_search import dense_search, fact_filter, index_of, sql_literal
+from reveriemem.inference.memory_reader import CutPointError, MemoryReader, cut_offset
 
 BOOK = "tale"
 EMBEDDER = HashEmbedder()

@@ -37,8 +37,9 @@ from eval.memory import BookMemory, load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
 from eval.metrics import score as scores
 from eval.reader import SupportIndex, best_option
-from reveriemem.inference.agent import LAYERS, ReverieAgent, Turn
-from reveriemem.inference.retrieval import MemoryReader
+from reveriemem.inference.agent import LAYERS, ReverieAgent
+from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.trace import Turn
 
 DEFAULT_FLOOR = 0.3  # the floor when there is nothing to calibrate on
 OFFLINE_METHOD = "heuristic:reveriemem-reader-v2"
