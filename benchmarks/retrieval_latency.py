@@ -15,7 +15,7 @@ queries after warm-up, k = 8) of:
 - `bounded+as_of`: the same with a cut point in the middle of the story;
 
 under three index configurations: `none` (flat scan); `scalar` (the scalar
-indexes `reveriemem.inference.retrieval.prepare_fact_indexes` makes: LABEL_LIST on
+indexes `reveriemem.inference.bounded_search.prepare_fact_indexes` makes: LABEL_LIST on
 `visibility`, BITMAP on `book`, BTREE on `source_start`; flat scan); and
 `scalar+IVF_FLAT` (plus the IVF_FLAT index MemoryReader builds for tables of
 5,000 rows or more, probed in every partition, so still exact: the script
@@ -66,14 +66,14 @@ from benchmarks.machine import cpu_model  # noqa: E402
 from reveriemem.core.embeddings import HashEmbedder  # noqa: E402
 from reveriemem.core.schemas import EMBEDDING_DIM, EPISODES, FACTS  # noqa: E402
 from reveriemem.core.storage import LanceStore, PartitionRef  # noqa: E402
-from reveriemem.inference.retrieval import (  # noqa: E402
+from reveriemem.inference.bounded_search import (  # noqa: E402
     ALL_PARTITIONS,
-    FactPool,
-    MemoryReader,
     dense_search,
     fact_filter,
     prepare_fact_indexes,
 )
+from reveriemem.inference.fact_pool import FactPool  # noqa: E402
+from reveriemem.inference.memory_reader import MemoryReader  # noqa: E402
 
 BOOK = "synthetic"
 CHARACTERS = [f"character-{n:02d}" for n in range(10)]
