@@ -1,23 +1,21 @@
-"""Words as evaluation code compares them: tokens, light stems, function words, rarity.
+"""Words as evaluation code compares them: light stems, content terms, rarity.
 
-One place for the lexical view the item generator, the evidence answerer and the
-offline readers of the baselines share. `terms` folds case, curly quotes,
-ligatures and accents, possessives and common inflections ("lamps", "lamp's", "lamped" -> "lamp"), and
-drops function words; `Rarity` weights a term by its inverse document frequency
-over a collection of passages (the book's evidence), so "cask" counts for more
-than "door".
+The lexical view the item generator, the evidence answerer and the offline
+readers of the baselines share, built on the primitives of
+`reveriemem.core.text` (folding, tokens, function words). `terms` folds case,
+curly quotes, ligatures and accents, possessives and common inflections
+("lamps", "lamp's", "lamped" -> "lamp"), and drops function words; `Rarity`
+weights a term by its inverse document frequency over a collection of
+passages (the book's evidence), so "cask" counts for more than "door".
 """
 
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-FUNCTION_WORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "upon", "shall", "will", "may", "might", "must", "one", "two", "also", "yet", "thus", "thee", "thou", "thy", "thine", "ye", "unto", "said", "says", "say", "tell", "told", "know", "knew", "known", "did", "does", "do", "you", "your", "yes", "sir", "mr", "mrs", "miss", "dr", "doctor"])
+from reveriemem.core.text import FUNCTION_WORDS, tokens
 
 
 def stem(word: str) -> str:
@@ -34,20 +32,6 @@ def stem(word: str) -> str:
                 base = base[:-1]  # "stopped" -> "stop"
             return base
     return word
-
-
-_LIGATURES = str.maketrans({"æ": "ae", "œ": "oe", "ß": "ss", "ø": "o", "đ": "d", "ł": "l", "’": "'", "‘": "'"})
-
-
-def fold(text: str) -> str:
-    """Case, curly quotes, ligatures and accents folded away: "Hæmoglobin" -> "haemoglobin",
-    "Bohème" -> "boheme" (a question typed without the book's accents still meets it)."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_LIGATURES))
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-def tokens(text: str) -> list[str]:
-    return _TOKEN.findall(fold(text))
 
 
 def terms(text: str) -> list[str]:

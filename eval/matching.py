@@ -76,7 +76,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from eval.items import ANSWER_LETTERS, LETTERS, REFUSAL_LETTER, KBFItem
-from eval.lexical import FUNCTION_WORDS, stem
+from eval.lexical import stem
+from reveriemem.core.text import FUNCTION_WORDS, TOKEN
 
 EMPTY = "empty"
 LETTER = "letter"
@@ -111,7 +112,6 @@ class _Answer:
 
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "*": " ", "_": " ", "`": " ",
                          "#": " "})
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _NUMBERS = dict(enumerate(str.split(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty")))
@@ -154,12 +154,12 @@ def _word_stem(word: str) -> str:
 
 def _tokens(text: str) -> list[_Token]:
     return [_Token(_word_stem(m.group()), m.start(), m.end(), len(m.group()) > 1 and m.group() not in _STOP)
-            for m in _TOKEN.finditer(text)]
+            for m in TOKEN.finditer(text)]
 
 
 def _phrase(text: str) -> tuple[str, ...]:
     """An option's words as stems, a leading article dropped."""
-    words = [m.group() for m in _TOKEN.finditer(text.translate(_QUOTES).lower())]
+    words = [m.group() for m in TOKEN.finditer(text.translate(_QUOTES).lower())]
     if len(words) > 1 and words[0] in _ARTICLES:
         words = words[1:]
     return tuple(_word_stem(w) for w in words)
@@ -236,7 +236,7 @@ def _disclaimers(text: _Text, item: KBFItem) -> tuple[list[tuple[int, int]], lis
 
 
 def _refusal_option_spans(text: _Text, item: KBFItem) -> list[tuple[int, int]]:
-    words = [m.group() for m in _TOKEN.finditer(item.options.get(REFUSAL_LETTER, "").translate(_QUOTES).lower())]
+    words = [m.group() for m in TOKEN.finditer(item.options.get(REFUSAL_LETTER, "").translate(_QUOTES).lower())]
     if not words:
         return []
     pattern = re.compile(r"\b" + r"\W+".join(re.escape(w) for w in words) + r"\b")

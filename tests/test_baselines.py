@@ -13,7 +13,6 @@ import pytest
 from dspy_programs.baselines import ConsolidateMemory, ExtractQueryEntities, ProbeForEvidence, SummariseForTree
 from dspy_programs.kbfqa import AnswerInCharacter
 from eval.items import LETTERS, KBFItem, gold_items
-from eval.lexical import FUNCTION_WORDS
 from eval.methods import BASELINES
 from eval.methods.base import MethodContext
 from eval.methods.bookworld import BookWorldMethod
@@ -26,6 +25,7 @@ from reveriemem.core.demo import demo_gold
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.settings import data_home
+from reveriemem.core.text import FUNCTION_WORDS
 from reveriemem.models import FakeModel, ModelHandle, open_model
 
 REFERENCE = ["direct", "naive-rag", "raptor", "hipporag", "comorag", "bookworld"]

@@ -52,10 +52,9 @@ from eval.lexical import Rarity
 from eval.methods.base import Answer, MethodContext
 from eval.reader import OFFLINE_FLOOR, read_options
 from reveriemem.core.registry import Book
-from reveriemem.core.text import normalise_space, split_paragraphs
+from reveriemem.core.text import normalise_space, sentences_of, split_paragraphs
 from reveriemem.models import ModelCall, UsageTotals, run_program
 from reveriemem.models.usage import add_listener, remove_listener
-from reveriemem.source_to_memory.episodic import sentences_of
 
 CHUNK_WORDS = 200  # most words per chunk (a single longer sentence stays whole)
 TOP_K = 8  # passages a retrieval method puts in its context

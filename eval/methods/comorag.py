@@ -22,7 +22,7 @@ from typing import Any
 
 from dspy_programs.baselines import consolidate_program, probe_program
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, KBFItem, render_question
-from eval.lexical import FUNCTION_WORDS, stem, term_set, tokens
+from eval.lexical import stem, term_set
 from eval.methods.base import Answer
 from eval.methods.common import (
     BaselineMethod,
@@ -36,6 +36,7 @@ from eval.methods.common import (
     top_k,
 )
 from eval.reader import OptionReading, read_options
+from reveriemem.core.text import FUNCTION_WORDS, tokens
 from reveriemem.models import run_program
 
 ROUNDS = 3

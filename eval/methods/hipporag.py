@@ -25,10 +25,10 @@ import numpy as np
 
 from dspy_programs.baselines import query_entities_program
 from eval.items import ANSWER_LETTERS, KBFItem, render_question
-from eval.lexical import FUNCTION_WORDS
 from eval.memory import load_book_memory
 from eval.methods.base import Answer
 from eval.methods.common import TOP_K, BaselineMethod, Chunk, book_chunks, book_rarity, chunk_vectors, dense_search
+from reveriemem.core.text import FUNCTION_WORDS
 from reveriemem.models import run_program
 
 DAMPING = 0.5  # probability of following an edge at each step

@@ -45,9 +45,8 @@ from eval.methods.common import (
     vectors_path,
 )
 from reveriemem.core.errors import ModelOutputError
-from reveriemem.core.text import Paragraph
+from reveriemem.core.text import Paragraph, sentences_of
 from reveriemem.models import run_program
-from reveriemem.source_to_memory.episodic import sentences_of
 
 logger = logging.getLogger(__name__)
 

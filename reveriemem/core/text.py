@@ -1,15 +1,31 @@
-"""Reading a book file: decoding, Project Gutenberg framing, paragraphs.
+"""The one text module: book files, paragraphs, sentences, tokens, function words, folding, token counts.
 
 Every offset is a character offset into the decoded text (a UTF-8 byte-order
 mark, when present, is dropped by decoding; line endings are kept as they
 are, CRLF included), so any span can be cited from the original.
+
+Sentences are cut in a few ways, each kept because a step depends on it:
+`sentences_of` (a paragraph's sentences; abbreviations like "Mr." do not end
+one), `sentence_spans` (cut only where a stop is followed by space),
+`sentence_runs` (runs of text up to any stop), `split_sentences` (cut where a
+stop is followed by a capital) and `sentence_around` (the sentence holding a
+span). Words: `tokens` (folded lower-case words, the lexical view of
+evaluation), `FUNCTION_WORDS` (words that carry no content for matching) and
+`SPEECH_STOPWORDS` (words too common in speech to characterise a speaker).
+`count_tokens` counts model tokens the same way for book text and prompts.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from reveriemem.core.errors import BookInputError
 
@@ -132,3 +148,152 @@ def normalise_space(text: str) -> str:
 
 def word_count(text: str) -> int:
     return len(text.split())
+
+
+# ---------------------------------------------------------------- sentences
+
+_SENTENCE = re.compile(r"\S.*?(?:[.!?]+[\"”’')\]]*(?=\s|$)|$)", re.DOTALL)
+_ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs|No)\.$")
+_SENTENCE_RUN = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)]*|$)")
+_SPACED_STOP = re.compile(r"[.!?]+[\"'”’)]*\s+")
+_STOP_BEFORE_CAPITAL = re.compile(r"(?<=[.!?])[\"'”’]?\s+(?=[\"'“‘]?[A-Z])")
+_STOP = re.compile(r"[.!?]")
+_STOP_THEN_SPACE = re.compile(r"[.!?][\"'”’]?\s")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A sentence with its offsets in the book; `text` has its spaces collapsed."""
+
+    start: int
+    end: int
+    text: str
+
+
+def sentences_of(paragraph: Paragraph) -> list[Sentence]:
+    """A paragraph's sentences with book offsets; abbreviations like 'Mr.' do not end one."""
+    found: list[Sentence] = []
+    pending: tuple[int, int] | None = None
+    for match in _SENTENCE.finditer(paragraph.text):
+        if not match.group(0).strip():
+            continue
+        start = pending[0] if pending else match.start()
+        end = match.end()
+        if _ABBREVIATION.search(match.group(0)):
+            pending = (start, end)
+            continue
+        pending = None
+        found.append(Sentence(paragraph.start + start, paragraph.start + end,
+                              normalise_space(paragraph.text[start:end])))
+    if pending:
+        start, end = pending
+        found.append(Sentence(paragraph.start + start, paragraph.start + end,
+                              normalise_space(paragraph.text[start:end])))
+    return found
+
+
+def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Offsets of the sentences of `text[start:end]`, cut only where a stop (and closing quotes) meets space.
+
+    Each span ends at its stop or closing quote (the space after it is left out).
+    """
+    spans: list[tuple[int, int]] = []
+    cursor = start
+    for match in _SPACED_STOP.finditer(text, start, end):
+        spans.append((cursor, match.end() - len(match.group(0)) + len(match.group(0).rstrip())))
+        cursor = match.end()
+    if cursor < end:
+        spans.append((cursor, end))
+    return spans
+
+
+def sentence_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[re.Match[str]]:
+    """Runs of `text[start:end]` up to and including any stop (and closing quotes), or to the end.
+
+    A run keeps the space before it; "3.5" and "Mr." end runs too.
+    """
+    return _SENTENCE_RUN.finditer(text, start, len(text) if end is None else end)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a short text, cut where a stop is followed by space and a capital (or opening quote)."""
+    return [s for s in (part.strip() for part in _STOP_BEFORE_CAPITAL.split(text)) if s]
+
+
+def sentence_around(text: str, start: int, end: int, lo: int, hi: int, *, stop_needs_space: bool = False,
+                    ) -> tuple[int, int]:
+    """Offsets of the sentence of `text[lo:hi]` (a paragraph) that holds the span `start:end`.
+
+    It opens after the last stop before `start` (with `stop_needs_space`, only a stop followed by
+    an optional closing quote and space counts) and closes at the first stop after `end`, else at `hi`.
+    """
+    opening = _STOP_THEN_SPACE if stop_needs_space else _STOP
+    ends = [m.end() for m in opening.finditer(text[lo:start])]
+    after = _STOP.search(text, end, hi)
+    return lo + (ends[-1] if ends else 0), after.end() if after else hi
+
+
+# ---------------------------------------------------------------- words
+
+TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")  # a word of folded text, with one apostrophe part ("lamp's")
+FUNCTION_WORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "upon", "shall", "will", "may", "might", "must", "one", "two", "also", "yet", "thus", "thee", "thou", "thy", "thine", "ye", "unto", "said", "says", "say", "tell", "told", "know", "knew", "known", "did", "does", "do", "you", "your", "yes", "sir", "mr", "mrs", "miss", "dr", "doctor"])
+# Too common in speech to characterise a speaker's words (a different, wider list than FUNCTION_WORDS).
+SPEECH_STOPWORDS = frozenset(str.split(
+    "the a an and or but if then so of to in on at by for with from as is are was were be been being am it its it's "
+    "this that these those there here i me my mine we us our you your yours he him his she her hers they them their "
+    "what which who whom whose when where why how not no nor do does did done have has had having will would shall "
+    "should can could may might must i'm i've i'll i'd you're you've you'll he's she's we're they're don't didn't "
+    "can't won't isn't wasn't aren't weren't let's one all any some more most very just only also too than such "
+    "now well yes oh ah out up down over into about again said say says tell told know see come go get got like "
+    "man men sir upon much many own same other yet still ever never nothing anything something shall"
+))
+
+_LIGATURES = str.maketrans({"æ": "ae", "œ": "oe", "ß": "ss", "ø": "o", "đ": "d", "ł": "l", "’": "'", "‘": "'"})
+
+
+def fold(text: str) -> str:
+    """Case, curly quotes, ligatures and accents folded away: "Hæmoglobin" -> "haemoglobin",
+    "Bohème" -> "boheme" (a question typed without the book's accents still meets it)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_LIGATURES))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def tokens(text: str) -> list[str]:
+    """The words of a text, folded (`fold`), in order."""
+    return TOKEN.findall(fold(text))
+
+
+# ---------------------------------------------------------------- model tokens
+# The `cl100k_base` BPE (the tokenizer of GPT-3.5/4-class models) from the copy bundled
+# inside LiteLLM, so no download is needed; if it cannot be loaded, one token per four
+# characters. Estimates and the build-cost benchmark say which counter they used.
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> Any:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    if not bundled.is_dir():
+        return None
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # no tokenizer files: fall back to the character estimate
+        return None
+
+
+def counter_name() -> str:
+    """The model-token counter in use: "cl100k_base" or "chars/4"."""
+    return "cl100k_base" if _encoding() is not None else "chars/4"
+
+
+def count_tokens(text: str) -> int:
+    """Model tokens in `text`, by `counter_name()`."""
+    encoding = _encoding()
+    if encoding is None:
+        return (len(text) + 3) // 4
+    return len(encoding.encode(text, disallowed_special=()))

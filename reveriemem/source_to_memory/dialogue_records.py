@@ -27,13 +27,12 @@ from typing import Any
 
 from dspy_programs.personality import annotate_dialogue_program
 from reveriemem.core.errors import ModelOutputError
-from reveriemem.core.text import Paragraph, normalise_space
+from reveriemem.core.text import Paragraph, normalise_space, split_sentences
 from reveriemem.models import ModelHandle, run_program
 from reveriemem.source_to_memory.emotions import (
     ACT_INTENT,
     HEURISTIC_METHOD,
     read_utterance,
-    split_sentences,
     utterance_act,
 )
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dspy_programs.personality import EMOTIONS
-from reveriemem.core.text import normalise_space
+from reveriemem.core.text import normalise_space, split_sentences
 
 EMOTION_VERSION = "emotion-v1"
 HEURISTIC_METHOD = f"heuristic:{EMOTION_VERSION}"
@@ -114,7 +114,6 @@ INTENSIFIERS = STRONG_INTENSIFIERS | {"very", "so", "too", "most", "perfectly", 
 EMOTION_FLOOR = 0.75  # the least cue weight that names an emotion (one strong cue, or a negated one)
 _WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
 _CLAUSE_BREAK = re.compile(r"[,;:.!?—–]")
-_SENTENCE = re.compile(r"(?<=[.!?])[\"'”’]?\s+(?=[\"'“‘]?[A-Z])")
 _CAPS = re.compile(r"\b[A-Z]{2,}\b")
 _ROMAN = re.compile(r"^[IVXLCDM]+$")
 _INTERJECTION_END = re.compile(r"(?:\s+(?:it|you|me|him|her))?\s*[,!?.;—–-]")
@@ -183,10 +182,6 @@ def emotion_scores(text: str) -> tuple[dict[str, float], int]:
                     intensified += 1
                 scores[emotion] = scores.get(emotion, 0.0) + weight
     return scores, intensified
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s for s in (part.strip() for part in _SENTENCE.split(text)) if s]
 
 
 def intensity_of(text: str, emotion: str, score: float, intensified: int = 0) -> int:

@@ -34,7 +34,7 @@ from reveriemem.core import progress
 from reveriemem.core.characters import Character
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.registry import Book
-from reveriemem.core.text import Paragraph, normalise_space, split_paragraphs
+from reveriemem.core.text import Paragraph, Sentence, normalise_space, sentences_of, split_paragraphs
 from reveriemem.models import ModelHandle, run_program
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
@@ -56,8 +56,6 @@ MAX_EMOTIONS = 4
 EMOTION_AFTER = 60  # an emotion word counts for the character up to this many characters after a reference
 EMOTION_BEFORE = 30  # ... or this many before it
 
-_SENTENCE = re.compile(r"\S.*?(?:[.!?]+[\"”’')\]]*(?=\s|$)|$)", re.DOTALL)
-_ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs|No)\.$")
 _FIRST_PERSON = re.compile(r"\bI\b")
 _FIRST_PERSON_ANY = re.compile(r"\b(?:I|me|my|myself)\b")
 _PRONOUNS = {"male": ("He", "he"), "female": ("She", "she")}
@@ -338,13 +336,6 @@ def clip(text: str, words: int) -> str:
 # -- the deterministic digest ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Sentence:
-    start: int
-    end: int
-    text: str
-
-
 class _Digester:
     """Extractive digests of a character's presence passages."""
 
@@ -358,9 +349,9 @@ class _Digester:
     def digest(self, presence: _Presence) -> Summary:
         text = self.book.text
         paragraphs = split_paragraphs(text, presence.source_start, presence.source_end)
-        sentences: list[_Sentence] = []
-        acting: list[_Sentence] = []
-        feeling: list[_Sentence] = []
+        sentences: list[Sentence] = []
+        acting: list[Sentence] = []
+        feeling: list[Sentence] = []
         for paragraph in paragraphs:
             spans, _ = quote_spans(paragraph)
             found = sentences_of(paragraph)
@@ -404,7 +395,7 @@ class _Digester:
             if not in_spans(paragraph.start + m.start(), spans)
         ]
 
-    def _pronoun_acts(self, sentence: _Sentence, spans: Sequence[tuple[int, int]]) -> bool:
+    def _pronoun_acts(self, sentence: Sentence, spans: Sequence[tuple[int, int]]) -> bool:
         """A sentence opening with the character's pronoun, right after one where they act."""
         pronouns = _PRONOUNS.get(self.character.gender)
         if pronouns is None or in_spans(sentence.start, spans):
@@ -427,38 +418,16 @@ class _Digester:
                 if t and t.strip()]
 
 
-def sentences_of(paragraph: Paragraph) -> list[_Sentence]:
-    """A paragraph's sentences with book offsets; abbreviations like 'Mr.' do not end one."""
-    found: list[_Sentence] = []
-    pending: tuple[int, int] | None = None
-    for match in _SENTENCE.finditer(paragraph.text):
-        if not match.group(0).strip():
-            continue
-        start = pending[0] if pending else match.start()
-        end = match.end()
-        if _ABBREVIATION.search(match.group(0)):
-            pending = (start, end)
-            continue
-        pending = None
-        found.append(_Sentence(paragraph.start + start, paragraph.start + end,
-                               normalise_space(paragraph.text[start:end])))
-    if pending:
-        start, end = pending
-        found.append(_Sentence(paragraph.start + start, paragraph.start + end,
-                               normalise_space(paragraph.text[start:end])))
-    return found
-
-
 def _fragment_start(paragraph: Paragraph, spans: Sequence[tuple[int, int]], position: int) -> int:
     return max([paragraph.start] + [b for a, b in spans if b <= position])
 
 
-def _exclaims(text: str, sentence: _Sentence) -> bool:
+def _exclaims(text: str, sentence: Sentence) -> bool:
     """The narration itself ends the sentence with "!" (not a quoted speaker)."""
     return text[sentence.start:sentence.end].rstrip().endswith("!")
 
 
-def _feeling_near(text: str, sentence: _Sentence, spans: Sequence[tuple[int, int]], anchors: Sequence[int]) -> bool:
+def _feeling_near(text: str, sentence: Sentence, spans: Sequence[tuple[int, int]], anchors: Sequence[int]) -> bool:
     """An emotion word in the narration, close after (or just before) a reference to the character."""
     for match in _EMOTION.finditer(text, sentence.start, sentence.end):
         if in_spans(match.start(), spans):
@@ -474,7 +443,7 @@ def _setting_phrase(presence: _Presence) -> str:
     return f"Setting: {where}{mood}." if where else (f"Mood: {presence.atmosphere}." if mood else "")
 
 
-def _opening_and_close(sentences: Sequence[_Sentence], each: int = 2) -> str:
+def _opening_and_close(sentences: Sequence[Sentence], each: int = 2) -> str:
     """The first and last sentences of a passage, passing over headings and signatures."""
     sentences = [s for s in sentences if len(s.text.split()) >= MIN_SENTENCE_WORDS] or list(sentences)
     if len(sentences) <= 2 * each:

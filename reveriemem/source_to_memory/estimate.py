@@ -4,7 +4,7 @@
 recording stand-in model that answers every program with output of a
 plausible size drawn from its own input (so later prompts, such as earlier
 summaries, grow as they would). Every prompt and answer is counted with
-`reveriemem.core.tokens`. The real model is never called; the dry run costs the
+`reveriemem.core.text`. The real model is never called; the dry run costs the
 time of an offline build.
 
 The stand-in's answer sizes are assumptions, listed in `ANSWER_SIZES`; a
@@ -31,7 +31,7 @@ from dspy_programs.personality import AnnotateDialogue, DescribePattern
 from dspy_programs.scenes import SceneContinuity, SceneRoster, SceneSetting
 from reveriemem.core.registry import books_root, load_book
 from reveriemem.core.settings import HOME_ENV, environment
-from reveriemem.core.tokens import count_tokens, counter_name
+from reveriemem.core.text import count_tokens, counter_name
 from reveriemem.models import FakeModel
 
 ANSWER_SIZES: dict[type[dspy.Signature], str] = {

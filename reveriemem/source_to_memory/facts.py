@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from reveriemem.core.registry import Book
-from reveriemem.core.text import Paragraph, split_paragraphs
+from reveriemem.core.text import Paragraph, sentence_around, sentence_runs, split_paragraphs
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
 from reveriemem.source_to_memory.entities import EntityTable, normal_key
@@ -40,7 +40,6 @@ from reveriemem.source_to_memory.visibility import (
 )
 
 EVIDENCE_METHOD = "heuristic:evidence-units-v1"
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)]*|$)")
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -134,11 +133,8 @@ class SpanFacts:
         paragraph = self._paragraph(start)
         if paragraph is None:
             return self.text[start:end]
-        before = self.text[paragraph.start:start]
-        ends = [m.end() for m in re.finditer(r"[.!?][\"'”’]?\s", before)]
-        begin = paragraph.start + (ends[-1] if ends else 0)
-        after = re.search(r"[.!?]", self.text[end:paragraph.end])
-        return self.text[begin:end + (after.end() if after else paragraph.end - end)]
+        begin, close = sentence_around(self.text, start, end, paragraph.start, paragraph.end, stop_needs_space=True)
+        return self.text[begin:close]
 
 
 def relation_facts(book: Book, table: EntityTable, graphs: Sequence[SceneGraph]) -> list[Fact]:
@@ -198,7 +194,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
     for scene_id, start, end in scenes:
         for paragraph in split_paragraphs(book.text, start, end):
             quotes = quote_spans(paragraph)[0]
-            for match in _SENTENCE.finditer(book.text, paragraph.start, paragraph.end):
+            for match in sentence_runs(book.text, paragraph.start, paragraph.end):
                 sentence = match.group()
                 stripped = sentence.strip()
                 if len(stripped.split()) < 4:

@@ -29,7 +29,7 @@ import numpy as np
 from dspy_programs.personality import EMOTIONS, describe_pattern_program
 from reveriemem.core.embeddings import Embedder
 from reveriemem.core.errors import ModelOutputError
-from reveriemem.core.text import Paragraph, normalise_space
+from reveriemem.core.text import SPEECH_STOPWORDS, Paragraph, normalise_space, sentence_spans
 from reveriemem.models import ModelHandle, run_program
 from reveriemem.source_to_memory.clustering import (
     Unit,
@@ -53,17 +53,7 @@ EXCERPTS = 3
 PROMPT_LINES = 4
 PROMPT_LINE_WORDS = 25
 
-_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)]*\s+")
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’]+")
-_STOPWORDS = frozenset(str.split(
-    "the a an and or but if then so of to in on at by for with from as is are was were be been being am it its it's "
-    "this that these those there here i me my mine we us our you your yours he him his she her hers they them their "
-    "what which who whom whose when where why how not no nor do does did done have has had having will would shall "
-    "should can could may might must i'm i've i'll i'd you're you've you'll he's she's we're they're don't didn't "
-    "can't won't isn't wasn't aren't weren't let's one all any some more most very just only also too than such "
-    "now well yes oh ah out up down over into about again said say says tell told know see come go get got like "
-    "man men sir upon much many own same other yet still ever never nothing anything something shall"
-))
 
 _EMOTION_WORD = {
     "joy": "cheerful", "trust": "assured", "fear": "anxious", "surprise": "astonished", "sadness": "sorrowful",
@@ -125,13 +115,7 @@ def excerpts_of(text: str, paragraph: Paragraph, start: int, end: int, record: i
 
 
 def _chunks(text: str, a: int, b: int, record: int) -> list[Excerpt]:
-    sentences: list[tuple[int, int]] = []
-    cursor = a
-    for match in _SENTENCE_END.finditer(text, a, b):
-        sentences.append((cursor, match.end() - len(match.group(0)) + len(match.group(0).rstrip())))
-        cursor = match.end()
-    if cursor < b:
-        sentences.append((cursor, b))
+    sentences = sentence_spans(text, a, b)
     out: list[Excerpt] = []
     current: tuple[int, int] | None = None
     for s, e in sentences:
@@ -185,7 +169,7 @@ def characteristic_words(pattern_texts: Sequence[str], unit_texts: Sequence[str]
     counts = Counter(w.lower().replace("’", "'") for t in pattern_texts for w in _WORDS.findall(t))
     scored = []
     for word, count in counts.items():
-        if word in _STOPWORDS or word in exclude or "'" in word or len(word) < 4 \
+        if word in SPEECH_STOPWORDS or word in exclude or "'" in word or len(word) < 4 \
                 or (count < 2 and len(pattern_texts) > 1):
             continue
         df = sum(1 for d in documents if word in d)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.core.text import Paragraph
+from reveriemem.core.text import Paragraph, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention
@@ -41,7 +41,6 @@ _ARRIVAL = re.compile(
     r"stood\s+(?:in|on|at)\s+the\s+(?:doorway|door|threshold|step))"
 )
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
-_SENTENCE_END = re.compile(r"[.!?]")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 
 
@@ -121,11 +120,7 @@ def scene_evidence(
 
 def _arrives(text: str, paragraph: Paragraph, mention: Mention) -> bool:
     """Does the sentence naming the character narrate their arrival?"""
-    before = text[paragraph.start : mention.start]
-    ends = [m.end() for m in _SENTENCE_END.finditer(before)]
-    start = paragraph.start + (ends[-1] if ends else 0)
-    after = _SENTENCE_END.search(text, mention.end, paragraph.end)
-    end = after.end() if after else paragraph.end
+    start, end = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
     return bool(_ARRIVAL.search(text[mention.end:end]) or _DOOR_OPENS.search(text[start:mention.start]))
 
 

@@ -22,13 +22,12 @@ from typing import Any
 
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.registry import Book
-from reveriemem.core.text import split_paragraphs
+from reveriemem.core.text import sentence_runs, split_paragraphs
 from reveriemem.models import ModelHandle, run_program
 
 PASSAGE_WORDS = 2500
 EXTRACTION_VERSION = "kg-v1"
 QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "—": "-", "–": "-"})
-_SENTENCE = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)]*|$)")
 
 
 # ---------------------------------------------------------------- extraction
@@ -202,7 +201,7 @@ def locate(text: str, quote: str, lo: int, hi: int) -> tuple[int, int] | None:
     if found >= 0:
         return lo + where[found], lo + where[found + len(needle) - 1] + 1
     best, best_ratio = None, 0.0
-    for match in _SENTENCE.finditer(text, lo, hi):
+    for match in sentence_runs(text, lo, hi):
         sentence = match.group().strip()
         if not sentence:
             continue
