@@ -164,5 +164,4 @@ def test_a_whole_book_builds_every_layer_from_the_command_line(isolated_home):
     instance = get_instance()
     for key in ("facts", "episodes", "personality_patterns"):
         assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
-    jobs = [r.job_name for r in instance.get_runs()]
-    assert sorted(jobs) == ["__ASSET_JOB"] * (1 + len(demo_gold()["scenes"][0]["roster"]))
+    assert len(instance.get_runs()) == 1 + len(demo_gold()["scenes"][0]["roster"])  # the book, then each character
