@@ -38,14 +38,15 @@ def _build_child(home: str, log: str, block_at: int) -> None:
     answered = [0]
 
     def handler(signature, inputs):
-        key = hashlib.sha256(json.dumps([signature, inputs], sort_keys=True, default=str).encode()).hexdigest()
+        name = signature.__name__  # one log line per call (a signature class prints over several lines)
+        key = hashlib.sha256(json.dumps([name, inputs], sort_keys=True, default=str).encode()).hexdigest()
         if block_at and answered[0] + 1 == block_at:
             with open(log, "a") as out:
                 out.write("BLOCKED\n")
             time.sleep(600)
         answered[0] += 1
         with open(log, "a") as out:
-            out.write(f"{signature} {key}\n")
+            out.write(f"{name} {key}\n")
         return plausible_answer(signature, inputs)
 
     register_fake("stand-in", FakeModel(handler, name="stand-in"), cache=True)
