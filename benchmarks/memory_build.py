@@ -48,8 +48,7 @@ def main() -> None:
     from click.testing import CliRunner
 
     from reveriemem.core.registry import load_book
-    from reveriemem.core.settings import data_home, lancedb_uri
-    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.core.storage import MemoryStore, PartitionRef
     from reveriemem.source_to_memory.estimate import ANSWER_SIZES, dry_run
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.cli import main as cli
@@ -82,7 +81,8 @@ def main() -> None:
     print(f"\n2. offline build (no model, embedder {args.embedder}): {seconds:.1f} s in {report.runs} Dagster runs "
           f"(target <= 180 s: {'met' if seconds <= 180 else 'NOT met'})")
 
-    parquet, lance = ParquetStore(data_home() / "parquet"), LanceStore(lancedb_uri())
+    store = MemoryStore.for_home()
+    parquet, lance = store, store
     part = PartitionRef(slug)
     scenes = lance.read("scenes", part).height
     facts = lance.read("facts", part)

@@ -64,7 +64,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import cpu_model  # noqa: E402
 from reveriemem.core.embeddings import HashEmbedder  # noqa: E402
-from reveriemem.core.schemas import EMBEDDING_DIM, EPISODES, FACTS  # noqa: E402
+from reveriemem.core.schemas import DEFAULT_DIM as EMBEDDING_DIM  # noqa: E402
+from reveriemem.core.schemas import EPISODES, FACTS  # noqa: E402
 from reveriemem.core.storage import LanceStore, PartitionRef  # noqa: E402
 from reveriemem.inference.bounded_search import (  # noqa: E402
     ALL_PARTITIONS,
@@ -301,14 +302,14 @@ def _demo_recall(embedder_name: str, k: int) -> None:
     from click.testing import CliRunner
 
     from reveriemem.core.demo import DEMO_SLUG, demo_gold
-    from reveriemem.core.embeddings import open_embedder
-    from reveriemem.core.settings import lancedb_uri
+    from reveriemem.core.embeddings import embedder_for_book
+    from reveriemem.core.storage import MemoryStore
     from reveriemem_dagster.cli import main as cli
 
     result = CliRunner().invoke(cli, ["demo", "--lm", "none"])
     if result.exit_code != 0:
         raise SystemExit(result.output)
-    rows = LanceStore(lancedb_uri()).read("facts", PartitionRef(DEMO_SLUG)).drop("vector").to_dicts()
+    rows = MemoryStore.for_home().read("facts", PartitionRef(DEMO_SLUG)).drop("vector").to_dicts()
 
     def norm(text: str) -> str:
         return re.sub(r"\W+", " ", text.lower()).strip()
@@ -331,7 +332,7 @@ def _demo_recall(embedder_name: str, k: int) -> None:
         text = " ".join(x for x in (fact["subject"], fact["predicate"], fact["object"] or "") if x)
         for name in fact["visibility"]:
             probes.append(("subject-predicate-object", text, slug[name], relevant(fact["evidence"], slug[name])))
-    embedder = open_embedder(embedder_name)
+    embedder = embedder_for_book(DEMO_SLUG, embedder_name)
     readers: dict[tuple[str, bool], MemoryReader] = {}
     ranks: dict[tuple[str, bool], list[int]] = {}
     for kind, text, character, wanted in probes:

@@ -229,12 +229,10 @@ def _read_line(prompt: str) -> str:
 
 
 def _built_embedder(book: str, embedder: str) -> str | None:
-    from reveriemem_dagster.build import EMBEDDER_TAG, built_with
+    """The name of the embedder that built BOOK (from its build manifest); another one is refused."""
+    from reveriemem.core.embeddings import embedder_for_book
 
-    built = built_with(book)
-    if not built:
-        raise ReverieMemError(f"The memory of {book} is not built yet; run `reveriemem build {book}`.")
-    return embedder or built.get(EMBEDDER_TAG) or None
+    return embedder_for_book(book, embedder).name
 
 
 @main.command("eval")
