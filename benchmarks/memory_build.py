@@ -62,7 +62,7 @@ def main() -> None:
     print(f"book: {book.title} ({book.info['body_words']:,} words, {len(book.characters)} focus characters: "
           f"{', '.join(c.name for c in book.characters)})")
 
-    estimate = dry_run(slug)
+    estimate = dry_run(slug, build_book)
     print(f"\n1. LLM build, counted with a recording stand-in model (no real model called; tokens: {estimate.counter}; "
           f"dry run {estimate.seconds:.0f} s)")
     print(f"   {'step':<28}{'calls':>7}{'prompt tok':>12}{'completion tok':>16}")

@@ -165,10 +165,11 @@ def estimate(book: str, lm: str) -> None:
     """
     from reveriemem.models.backends import resolve_spec
     from reveriemem.source_to_memory.estimate import dry_run, format_estimate
+    from reveriemem_dagster.build import build_book
 
     load_book(book)
     model = resolve_spec(lm or None).name
-    click.echo(format_estimate(dry_run(book), model))
+    click.echo(format_estimate(dry_run(book, build_book), model))
 
 
 def _as_of_options(command: Any) -> Any:

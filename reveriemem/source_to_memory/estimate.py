@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,10 +124,15 @@ def _scratch_home(slug: str) -> Iterator[str]:
         shutil.copytree(source, books_root() / slug)
         yield scratch
 
-def dry_run(slug: str, embedder: str = "hash") -> Estimate:
-    """Build the book with the recording stand-in in a scratch home; count every call's tokens."""
+BuildFn = Callable[..., object]  # build(slug, lm=..., embedder=...): the orchestration layer's whole-book build
+
+
+def dry_run(slug: str, build: BuildFn, embedder: str = "hash") -> Estimate:
+    """Build the book with `build` and the recording stand-in in a scratch home; count every call's tokens.
+
+    The build is handed in (the CLI passes the Dagster build) so that the library never imports orchestration.
+    """
     from reveriemem.models.backends import register_fake, unregister_fake
-    from reveriemem_dagster.build import build_book
 
     book = load_book(slug)
     estimate = Estimate(book=slug, book_tokens=count_tokens(book.text[book.body_start:book.body_end]),
@@ -137,7 +142,7 @@ def dry_run(slug: str, embedder: str = "hash") -> Estimate:
     with _scratch_home(slug):
         register_fake("estimate", fake)
         try:
-            build_book(slug, lm="fake:estimate", embedder=embedder)
+            build(slug, lm="fake:estimate", embedder=embedder)
         finally:
             unregister_fake("estimate")
     estimate.seconds = time.monotonic() - started
