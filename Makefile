@@ -1,4 +1,4 @@
-# ReverieMem: `make demo` builds the demo story's memory offline; `make test` runs ruff, mypy and every test.
+# ReverieMem: `make demo` builds the demo story's memory offline; `make test` runs ruff, mypy, the import contract, the module-size limit and every test.
 # Both install what they need into .venv on first use (Python 3.11 and the package registries only).
 
 PYTHON ?= python3
@@ -32,11 +32,15 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/module_sizes.py
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/module_sizes.py
 
 ui: $(STAMP)
 	mkdir -p $(DAGSTER_HOME)
