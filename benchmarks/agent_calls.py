@@ -7,7 +7,7 @@ Builds the demo story offline (`reveriemem demo --lm none`, embedder
 all-MiniLM-L6-v2) in a temporary data home (REVERIEMEM_HOME points at it, so
 your books and model caches are never touched), then asks every gold item of
 the demo (`reveriemem.core.demo.demo_gold()["items"]`) of its character through
-`reveriemem_dagster.conversation.open_session(DEMO_SLUG, character, lm=...)`
+`reveriemem.inference.session.open_session(DEMO_SLUG, character, lm=...)`
 and `session.agent.respond(question)`. Every item is a first turn: the agent's
 state is cleared before it, so no emotional state or pattern carries over from
 another item (a first turn asks Pattern unless a single candidate is found).
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace, home: str) -> None:
 
     from reveriemem.core.demo import DEMO_SLUG, demo_gold
     from reveriemem.core.errors import ModelOutputError
+    from reveriemem.inference.session import Session, open_session
     from reveriemem_dagster.cli import main as cli
-    from reveriemem_dagster.conversation import Session, open_session
 
     print(f"machine: {_machine()}", flush=True)
     started = time.monotonic()

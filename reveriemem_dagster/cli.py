@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path, shipped_character_file
+from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 from reveriemem.core.errors import ReverieMemError
-from reveriemem.core.registry import list_books, load_book, prepare_book, remove_book, write_book
+from reveriemem.core.registry import books_root, list_books, load_book, remove_book
 from reveriemem.core.settings import data_home
 
 if TYPE_CHECKING:
@@ -40,21 +40,12 @@ def main() -> None:
 
 
 def _register(path: Path, characters: Path | None, name: str | None) -> None:
-    from reveriemem_dagster.instance import get_instance, register_partitions
+    from reveriemem_dagster.instance import add_book as register
 
-    if characters is None:
-        characters = shipped_character_file(name or path.stem)
-        if characters is None:
-            raise click.UsageError("Give the focus characters with --characters FILE (see docs/formats.md).")
-    book, warnings = prepare_book(path, characters, slug=name)
+    book, warnings = register(path, characters, name)
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
-    folder = write_book(book)
-    try:
-        register_partitions(get_instance(), book)
-    except Exception:
-        remove_book(book.slug)
-        raise
+    folder = books_root() / book.slug
     spans = sum(len(c.narrator_spans) for c in book.characters)
     click.echo(
         f"Registered {book.slug!r}: {book.info['body_words']} words, {len(book.characters)} focus characters "
@@ -191,7 +182,8 @@ def _as_of_options(command: Any) -> Any:
 def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedder: str, rounds: int,
         as_of: int | None, as_of_chapter: int | None) -> None:
     """Ask CHARACTER (any alias) of BOOK a question; the reply rests only on what they could know."""
-    from reveriemem_dagster.conversation import open_session, render_turn, turn_json
+    from reveriemem.inference.session import open_session
+    from reveriemem_dagster.conversation import render_turn, turn_json
 
     session = open_session(book, character, lm=lm, embedder=embedder, as_of_scene=as_of,
                            as_of_chapter=as_of_chapter, rounds=rounds)
@@ -212,7 +204,8 @@ def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedd
 def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: int | None,
          as_of_chapter: int | None) -> None:
     """Talk with CHARACTER of BOOK; history and emotional state carry over turns (/trace, /quit)."""
-    from reveriemem_dagster.conversation import chat_loop, open_session
+    from reveriemem.inference.session import open_session
+    from reveriemem_dagster.conversation import chat_loop
 
     session = open_session(book, character, lm=lm, embedder=embedder, as_of_scene=as_of,
                            as_of_chapter=as_of_chapter, rounds=rounds)

@@ -4,45 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from reveriemem.core.characters import Character
-from reveriemem.core.embeddings import embedder_for_book
-from reveriemem.core.registry import Book, load_book
-from reveriemem.inference.agent import ReverieAgent
-from reveriemem.inference.memory_reader import MemoryReader, cut_offset
+from reveriemem.inference.session import Session
 from reveriemem.inference.trace import Turn
-from reveriemem.models import ModelHandle, open_model
 
 CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D) ends."
-
-
-@dataclass
-class Session:
-    book: Book
-    character: Character
-    agent: ReverieAgent
-    handle: ModelHandle
-    as_of: int | None
-
-
-def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder: str = "",
-                 as_of_scene: int | None = None, as_of_chapter: int | None = None, rounds: int = 3) -> Session:
-    """Load a book's built memory for one character (named by any alias) and a model to speak with.
-
-    The embedder is the one the book's build manifest names; naming another is an `EmbedderMismatchError`.
-    """
-    book = load_book(book_slug)
-    character = book.character(character_name)
-    embedding = embedder_for_book(book.slug, embedder)
-    reader = MemoryReader(book.slug, character.slug, embedding)
-    as_of = None
-    if as_of_scene is not None or as_of_chapter is not None:
-        as_of = cut_offset(book.slug, scene=as_of_scene, chapter=as_of_chapter)
-    handle = open_model(lm or None)
-    agent = ReverieAgent(reader, handle, character, max_rounds=rounds)
-    return Session(book, character, agent, handle, as_of)
 
 
 def turn_json(session: Session, turn: Turn) -> dict[str, Any]:

@@ -68,3 +68,27 @@ def unregister_partitions(instance: dg.DagsterInstance, book: Book, still_used: 
     for character in book.characters:
         if character.slug not in still_used and instance.has_dynamic_partition(CHARACTER, character.slug):
             instance.delete_dynamic_partition(CHARACTER, character.slug)
+
+
+def add_book(path: Path, characters: Path | None = None, name: str | None = None) -> tuple[Book, list[str]]:
+    """Register a book file with its character file (the shipped one for the benchmark novels by default).
+
+    Writes it to the registry and adds its partitions; a failure to register the partitions leaves no
+    half-registered book. Returns the book and the character file's warnings.
+    """
+    from reveriemem.core.demo import shipped_character_file
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.registry import prepare_book, remove_book, write_book
+
+    if characters is None:
+        characters = shipped_character_file(name or path.stem)
+        if characters is None:
+            raise RegistryError("Give the focus characters with --characters FILE (see docs/formats.md).")
+    book, warnings = prepare_book(path, characters, slug=name)
+    write_book(book)
+    try:
+        register_partitions(get_instance(), book)
+    except Exception:
+        remove_book(book.slug)
+        raise
+    return book, warnings

@@ -45,7 +45,7 @@ def test_ask_by_alias_answers_from_the_characters_own_memory(built_demo):
 
 
 def test_traces_over_every_gold_item_stay_inside_the_askers_boundary(built_demo):
-    from reveriemem_dagster.conversation import open_session
+    from reveriemem.inference.session import open_session
 
     sessions = {}
     for item in demo_gold()["items"]:
