@@ -264,11 +264,90 @@ def test_a_long_passage_is_focused_on_the_characters_paragraphs_within_the_budge
 
     mara = demo_book.character("Mara Quell")
     start, end = demo_book.body_start, demo_book.text.index("CHAPTER II.")  # chapter I: Mara and Tobin throughout
-    passage = focus_passage(demo_book, mara, start, end, budget=400)
+    passage = focus_passage(demo_book, mara, [(start, end)], budget=400)
     kept = [p for p in passage.split("\n\n") if p != "[...]"]
     assert sum(len(p.split()) for p in kept) <= 400 and "[...]" in passage
     source = [normalise_space(p.text) for p in split_paragraphs(demo_book.text, start, end)]
     assert all(p in source for p in kept)  # verbatim paragraphs of the passage, nothing from outside
     assert [source.index(p) for p in kept] == sorted(source.index(p) for p in kept)  # in story order
     assert any("Mara" in p for p in kept[1:-1])  # her paragraphs before the rest
-    assert focus_passage(demo_book, mara, start, end, budget=100_000).count("[...]") == 0
+    assert focus_passage(demo_book, mara, [(start, end)], budget=100_000).count("[...]") == 0
+
+
+# -- every sentence from the character's presence spans (issue 13) -------------------------------
+
+ARRIVAL = "The council sat at noon and rose at three, and at dusk Mara found the harbourmaster"
+BEFORE_DAWN = ("Elspeth Vane slept badly", "walked out along the harbour wall", "Grey Heron swung to her anchor",
+               "Go on, then, Captain Dask")
+
+
+def _note_text(episode) -> str:
+    return " ".join((episode.summary.scene_understanding, episode.summary.my_actions, episode.summary.my_emotions))
+
+
+def _with_presence(rosters: pl.DataFrame, slug: str, scene_id: int, spans: list[tuple[int, int]]) -> pl.DataFrame:
+    """The rosters with the character's presence in one scene replaced by `spans` (one row per span)."""
+    mine = (pl.col("character") == slug) & (pl.col("scene_id") == scene_id)
+    row = rosters.filter(mine).row(0, named=True)
+    rows = [{**row, "present_start": a, "present_end": b} for a, b in spans]
+    return pl.concat([rosters.filter(~mine), pl.DataFrame(rows, schema=rosters.schema)]).sort("scene_id", "character")
+
+
+def _last_scene(book, rosters: pl.DataFrame) -> tuple[int, int, int]:
+    """The last scene's id, its end, and the offset of Mara's arrival at dusk."""
+    last = int(rosters["scene_id"].max())
+    end = int(rosters.filter(pl.col("scene_id") == last)["scene_end"][0])
+    return last, end, book.text.index(ARRIVAL)
+
+
+def test_presence_spans_read_the_roster_rows_in_story_order(demo_book):
+    scenes, rosters, _ = book_frames(demo_book)
+    last, end, arrival = _last_scene(demo_book, rosters)
+    spans = episodic.presence_spans(rosters, MARA)
+    assert list(spans) == present_ids(rosters, MARA)
+    assert all(a < b for found in spans.values() for a, b in found)
+    moved = _with_presence(rosters, MARA, last, [(arrival + 500, end), (arrival, arrival + 600)])
+    assert episodic.presence_spans(moved, MARA)[last] == [(arrival, end)]  # sorted, overlaps merged
+    assert episodic.presence_spans(rosters, "nobody") == {}
+
+
+def test_a_note_starts_where_presence_starts_and_holds_nothing_from_before(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    last, end, arrival = _last_scene(demo_book, rosters)
+    late = _with_presence(rosters, MARA, last, [(arrival, end)])
+    offline = build_episodes(demo_book, scenes, late, utterances, MARA, open_model("none")).episodes[-1]
+    model = _marking_model()
+    build_episodes(demo_book, scenes, late, utterances, MARA, model.handle())
+    assert offline.presence.source_start == arrival and offline.presence.scene_start < arrival
+    note = _note_text(offline)
+    assert ARRIVAL in note and not any(phrase in note for phrase in BEFORE_DAWN)
+    passage = model.calls[-1].inputs["passage"]
+    assert passage.startswith(ARRIVAL) and not any(phrase in passage for phrase in BEFORE_DAWN)
+    assert offline.row(demo_book.slug, MARA)["source_start"] == arrival
+
+
+def test_a_character_who_leaves_and_returns_remembers_only_the_stretches_they_were_there(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    last, end, arrival = _last_scene(demo_book, rosters)
+    gap_start = demo_book.text.index('"Master Harrow stood beside him')
+    gap_end = demo_book.text.index("She did not say what she had seen")
+    away = _with_presence(rosters, MARA, last, [(arrival, gap_start), (gap_end, end)])
+    model = _marking_model()
+    build_episodes(demo_book, scenes, away, utterances, MARA, model.handle())
+    passage = model.calls[-1].inputs["passage"]
+    assert "[...]" in passage and "withdrawn my complaint" not in passage and "Captain Dask's name" not in passage
+    assert passage.split("\n\n")[0].startswith(ARRIVAL) and "keeping a lamp the other could not see" in passage
+    offline = build_episodes(demo_book, scenes, away, utterances, MARA, open_model("none")).episodes[-1]
+    assert "withdrawn my complaint" not in _note_text(offline)
+    assert (offline.presence.source_start, offline.presence.source_end) == (arrival, end)
+
+
+@pytest.mark.xfail(strict=True, reason="the rosters still date presence from the scene's start (issue 13 item 2)")
+def test_maras_note_of_quarter_day_opens_at_dusk_not_with_vanes_walk_before_dawn(demo_book):
+    scenes, rosters, utterances = book_frames(demo_book)
+    last, _, arrival = _last_scene(demo_book, rosters)
+    built = build_episodes(demo_book, scenes, rosters, utterances, MARA, open_model("none"))
+    episode = next(e for e in built.episodes if e.scene_id == last)
+    note = _note_text(episode)
+    assert not any(phrase in note for phrase in BEFORE_DAWN), note
+    assert episode.presence.source_start >= arrival

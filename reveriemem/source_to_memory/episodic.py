@@ -1,11 +1,17 @@
 """The Episodic layer: a character's first-person memory of every scene they were present for.
 
 One episode per scene whose roster status for the character starts with
-"present", in story order. The source of an episode is the stretch of the
-scene in which the character is present (the roster's presence offsets), so
-nothing the character walks in on late or leaves early is remembered.
+"present", in story order. The source of an episode is the character's
+presence spans in the scene, read from the roster rows by `presence_spans`
+(the one place this layer learns where a character is present; the rosters
+own the rules): an episode's `source_start` is where their presence starts,
+not the scene's start, and its `source_end` where it ends. Every sentence of
+a note, offline or from a model, comes from inside those spans or is the
+character's own attributed line there; nothing they walk in on late, miss
+while away or leave early is remembered.
 
-With a model, each episode is elicited scene by scene from that passage, the
+With a model, each episode is elicited scene by scene from the text of
+those spans (several spans joined with "[...]"), the
 scene's setting and the character's own two most recent earlier notes; the
 prompt for a scene never holds text from after its end. A passage longer
 than `MAX_PART_WORDS` is summarised part by part, each part seeing the notes
@@ -14,7 +20,7 @@ parses falls back to the extractive digest, marked `failed:<model>+...` with
 the reason in `error`; an unreachable model stops the build.
 
 Without a model, the digest is extractive and deterministic: the setting with
-the passage's opening and closing sentences; the sentences in which the
+the opening and closing sentences of the presence passage; the sentences in which the
 character is the acting subject and their attributed speech, verbatim; and the
 sentences about them that carry emotion words or exclamations.
 """
@@ -42,7 +48,7 @@ from reveriemem.source_to_memory.mentions import AliasMatcher, Mention
 
 log = logging.getLogger(__name__)
 
-DIGEST_VERSION = "episodic-digest-v1"
+DIGEST_VERSION = "episodic-digest-v2"
 DIGEST_METHOD = f"heuristic:{DIGEST_VERSION}"
 MAX_PART_WORDS = 2500  # a presence passage longer than this is summarised in parts
 PASSAGE_WORDS = 1200  # a longer presence passage is focused on the character's paragraphs (token budget)
@@ -96,6 +102,7 @@ class _Presence:
     location: str
     time: str
     atmosphere: str
+    spans: tuple[tuple[int, int], ...] = ()  # the presence spans, in story order; source_start..source_end hull them
 
 
 @dataclass
@@ -127,8 +134,10 @@ class Episode:
 
     def row(self, book: str, character: str) -> dict[str, Any]:
         """The stored row (without its vector) in the columns of `schemas.EPISODES`."""
+        presence = asdict(self.presence)
+        presence.pop("spans")
         return {
-            "book": book, "character": character, **asdict(self.presence),
+            "book": book, "character": character, **presence,
             "scene_understanding": self.summary.scene_understanding, "my_actions": self.summary.my_actions,
             "my_emotions": self.summary.my_emotions, "text": self.text, "method": self.method, "error": self.error,
         }
@@ -140,23 +149,51 @@ class EpisodicBuild:
     failures: list[str]  # one line per scene that fell back to the digest
 
 
-def present_scenes(scenes: pl.DataFrame, rosters: pl.DataFrame, slug: str) -> list[_Presence]:
-    """The scenes a character is present for, in story order, with where their presence starts and ends."""
+def presence_spans(rosters: pl.DataFrame, slug: str) -> dict[int, list[tuple[int, int]]]:
+    """Where the character `slug` is present, per scene they are present for: scene id -> spans in story order.
+
+    Read from the roster rows (`scene_rosters` or `character_scenes`): a row
+    whose status starts with "present" gives its `present_start`..`present_end`;
+    several rows for one scene give several spans (overlaps merged). A present
+    row without offsets stands for the whole scene (`scene_start`..`scene_end`).
+    """
     mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for row in mine.iter_rows(named=True):
+        start, end = row.get("present_start"), row.get("present_end")
+        if start is None or end is None or end <= start:
+            start, end = row.get("scene_start"), row.get("scene_end")
+        if start is None or end is None or end <= start:
+            continue
+        spans.setdefault(int(row["scene_id"]), []).append((int(start), int(end)))
+    return {scene_id: _merged(found) for scene_id, found in sorted(spans.items())}
+
+
+def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []  # sorted, overlapping spans joined
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def present_scenes(scenes: pl.DataFrame, rosters: pl.DataFrame, slug: str) -> list[_Presence]:
+    """The scenes a character is present for, in story order, with their presence spans in each."""
+    mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
+    statuses = dict(zip(mine["scene_id"].to_list(), mine["status"].to_list()))
     settings = {row["scene_id"]: row for row in scenes.iter_rows(named=True)}
     out = []
-    for row in mine.sort("scene_id").iter_rows(named=True):
-        scene = settings.get(row["scene_id"], {})
-        scene_start = scene.get("start", row["scene_start"])
-        scene_end = scene.get("end", row["scene_end"])
-        start, end = row["present_start"], row["present_end"]
-        if start is None or end is None or end <= start:
-            start, end = scene_start, scene_end
+    for scene_id, spans in presence_spans(rosters, slug).items():
+        scene = settings.get(scene_id, {})
+        scene_start = scene.get("start", spans[0][0])
+        scene_end = scene.get("end", spans[-1][1])
         out.append(_Presence(
-            scene_id=int(row["scene_id"]), status=row["status"], scene_start=int(scene_start),
-            scene_end=int(scene_end), source_start=int(start), source_end=int(end),
+            scene_id=scene_id, status=statuses[scene_id], scene_start=int(scene_start),
+            scene_end=int(scene_end), source_start=spans[0][0], source_end=spans[-1][1],
             location=scene.get("location") or "", time=scene.get("time") or "",
-            atmosphere=scene.get("atmosphere") or "",
+            atmosphere=scene.get("atmosphere") or "", spans=tuple(spans),
         ))
     return out
 
@@ -188,7 +225,7 @@ def build_episodes(
         if program is None:
             summary, method, error = digester.digest(presence), DIGEST_METHOD, None
         else:
-            passage = focus_passage(book, character, presence.source_start, presence.source_end, PASSAGE_WORDS)
+            passage = focus_passage(book, character, presence.spans, PASSAGE_WORDS)
             notes = [note(e) for e in episodes[-EARLIER_NOTES:]]
             try:
                 summary = summarise(handle, program, character, presence, passage, notes)
@@ -260,20 +297,35 @@ def summarise(
     )
 
 
-def focus_passage(book: Book, character: Character, start: int, end: int, budget: int) -> str:
-    """The presence passage, or, when longer than `budget` words, the paragraphs that concern the character.
+def focus_passage(book: Book, character: Character, spans: Sequence[tuple[int, int]], budget: int) -> str:
+    """The text of the presence spans, or, when longer than `budget` words, the paragraphs that concern the character.
 
-    Paragraphs are kept by weight until the budget is spent: the scene's
-    opening and closing paragraphs and those naming the character (their
-    speech tags, actions, being addressed) first, then the character's own
-    first-person narration, then the rest; kept paragraphs stay in story order
-    with "[...]" where text was left out. This bounds the prompt of a long
-    scene without giving the model anything from outside the passage.
+    Spans are joined with "[...]". Over the budget, paragraphs are kept by
+    weight until the budget is spent: the passage's opening and closing
+    paragraphs and those naming the character (their speech tags, actions,
+    being addressed) first, then the character's own first-person narration,
+    then the rest; kept paragraphs stay in story order with "[...]" where text
+    was left out. This bounds the prompt of a long scene without giving the
+    model anything from outside the spans.
     """
-    paragraphs = split_paragraphs(book.text, start, end)
+    paragraphs = [p for start, end in spans for p in split_paragraphs(book.text, start, end)]
+    breaks = {i for i in range(1, len(paragraphs))
+              if not any(a <= paragraphs[i - 1].start and paragraphs[i].end <= b for a, b in spans)}
     sizes = [len(p.text.split()) for p in paragraphs]
-    if sum(sizes) <= budget:
-        return compact(book.text[start:end])
+    chosen = set(range(len(paragraphs))) if sum(sizes) <= budget else _focus(book, character, paragraphs, sizes, budget)
+    pieces: list[str] = []
+    for i, paragraph in enumerate(paragraphs):
+        if i in chosen:
+            if i in breaks and pieces and pieces[-1] != "[...]":
+                pieces.append("[...]")
+            pieces.append(normalise_space(paragraph.text))
+        elif not pieces or pieces[-1] != "[...]":
+            pieces.append("[...]")
+    return "\n\n".join(pieces)
+
+
+def _focus(book: Book, character: Character, paragraphs: Sequence[Paragraph], sizes: Sequence[int],
+           budget: int) -> set[int]:
     matcher = AliasMatcher([character])
     narrated = [(a, b) for a, b in character.narrator_spans]
     weights = []
@@ -293,13 +345,7 @@ def focus_passage(book: Book, character: Character, start: int, end: int, budget
             continue
         chosen.add(i)
         spent += sizes[i]
-    pieces: list[str] = []
-    for i, paragraph in enumerate(paragraphs):
-        if i in chosen:
-            pieces.append(normalise_space(paragraph.text))
-        elif not pieces or pieces[-1] != "[...]":
-            pieces.append("[...]")
-    return "\n\n".join(pieces)
+    return chosen
 
 
 def compact(text: str) -> str:
@@ -348,7 +394,7 @@ class _Digester:
 
     def digest(self, presence: _Presence) -> Summary:
         text = self.book.text
-        paragraphs = split_paragraphs(text, presence.source_start, presence.source_end)
+        paragraphs = [p for start, end in presence.spans for p in split_paragraphs(text, start, end)]
         sentences: list[Sentence] = []
         acting: list[Sentence] = []
         feeling: list[Sentence] = []
