@@ -222,6 +222,69 @@ def _read_line(prompt: str) -> str:
     return line.rstrip("\n")
 
 
+@main.command("export")
+@click.argument("book")
+@click.option("--layer", required=True, type=click.Choice(["scenes", "rosters", "facts", "episodes", "patterns"]),
+              help="Which stored rows to write.")
+@click.option("--character", default=None,
+              help="Only rows about this character (any alias); facts: those visible to them, with their route.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default="jsonl", show_default=True)
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="File to write (default: standard output; parquet needs a file).")
+def export(book: str, layer: str, character: str | None, fmt: str, out: Path | None) -> None:
+    """Write the stored rows of one memory layer of BOOK, to check who knows what.
+
+    Rows keep their visibility, routes, grants and source offsets; vectors are
+    left out. With --character, facts keep only that character's visibility
+    entry, route and grants; scenes keep those the character is present in or
+    referenced by, with their roster status.
+    """
+    from reveriemem.core.export import for_character, layer_rows, write_jsonl, write_parquet
+    from reveriemem.core.storage import MemoryStore
+
+    registered = load_book(book)
+    focus = registered.character(character) if character is not None else None
+    if fmt == "parquet" and out is None:
+        raise click.UsageError("--format parquet writes a file; give it with --out FILE.")
+    store = MemoryStore.for_home()
+    rows = layer_rows(store, registered.slug, layer)
+    if focus is not None:
+        rosters = layer_rows(store, registered.slug, "rosters") if layer == "scenes" else None
+        rows = for_character(layer, rows, focus.slug, rosters)
+    if fmt == "parquet" and out is not None:
+        write_parquet(rows, out)
+    elif out is not None:
+        with open(out, "w", encoding="utf-8") as handle:
+            write_jsonl(rows, handle)
+    else:
+        write_jsonl(rows, sys.stdout)
+    if out is not None:
+        click.echo(f"{rows.height} {layer} rows -> {out}", err=True)
+
+
+@main.command("chapters")
+@click.argument("book")
+def chapters(book: str) -> None:
+    """List BOOK's chapters with the numbers --as-of-chapter takes, their offsets and scenes.
+
+    Columns: number, start and end offsets of the chapter's prose, the offset
+    --as-of-chapter cuts memory at, the scene ids it holds, and its heading.
+    Before a build, chapters come from the text and have no scenes or cut.
+    """
+    from reveriemem_dagster.audit import format_chapters, list_chapters, missing_numbers
+
+    registered = load_book(book)
+    listed = list_chapters(registered)
+    for line in format_chapters(listed):
+        click.echo(line)
+    skipped = missing_numbers(listed)
+    if skipped:
+        click.echo(f"Chapter number(s) {', '.join(map(str, skipped))} have a heading and almost no prose (front matter, "
+                   f"contents or a part title), so they are skipped; --as-of-chapter takes the numbers listed.", err=True)
+    if not any(c.scene_ids for c in listed):
+        click.echo(f"Not built yet: run `reveriemem build {registered.slug}` before using --as-of-chapter.", err=True)
+
+
 def _built_embedder(book: str, embedder: str) -> str | None:
     """The name of the embedder that built BOOK (from its build manifest); another one is refused."""
     from reveriemem.core.embeddings import embedder_for_book
