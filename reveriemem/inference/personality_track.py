@@ -40,7 +40,7 @@ from reveriemem.inference.emotion_track import (
 from reveriemem.inference.memory_reader import Reader, score_of
 from reveriemem.inference.trace import StepUsage, TurnLog
 from reveriemem.inference.turn_text import clean
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 PATTERN_METHOD = "heuristic:pattern-v1"  # no model call: a single candidate, none, or the closest by embedding
 
@@ -123,30 +123,26 @@ class PersonalityTrack:
                 record = self._rows(step, self.reader.emotion_record, as_of=as_of)
             state = state_from_record(record)
             emotion_source = "record" if record else "default"
-        gate: bool | None = None
-        gate_reason = "the model's output never parsed; treated as not firing"
         with run.step("emo_gate", "personality", self.model_method) as step:
-            try:
-                pred = run_program(self.handle, emo_gate_program(), backoff=self.backoff, character=self.who,
-                                   emotion_state=state.describe(), history=lines, turn=question)
-                gate = bool(pred.fires)
-                gate_reason = f"the model says the turn {'stirs' if gate else 'does not stir'} the character"
-            except ModelOutputError as exc:
-                step.degraded = f"output never parsed; treated as not firing, the state is kept ({exc})"
+            gated = run_or_fallback(self.handle, lambda handle: self._model_gate(handle, state, lines, question),
+                                    lambda: (None, "the model's output never parsed; treated as not firing"),
+                                    fallback_method="inertia")
+            if gated.error is not None:
+                step.degraded = f"output never parsed; treated as not firing, the state is kept ({gated.error})"
+        gate, gate_reason = gated.value
         new = state
         if gate:
             with run.step("emo_transition", "personality", self.model_method) as step:
                 record = self._rows(step, self.reader.emotion_record, as_of=as_of)
                 transitions = [transition_line(r) for r in record[-TRANSITION_LINES:]]
-                try:
-                    pred = run_program(self.handle, emo_transition_program(), backoff=self.backoff,
-                                       character=self.who, emotion_state=state.describe(),
-                                       transitions=transitions, turn=question)
-                    emotion = str(pred.emotion) if str(pred.emotion) in EMOTIONS else state.emotion
-                    new = AgentState(emotion, clamp_intensity(pred.intensity), clean(pred.reason), state.pattern)
+                moved = run_or_fallback(
+                    self.handle, lambda handle: self._model_transition(handle, state, transitions, question),
+                    lambda: state, fallback_method="kept")
+                new = moved.value
+                if moved.error is None:
                     emotion_source, method = "transition", self.model_method
-                except ModelOutputError as exc:
-                    step.degraded = f"output never parsed; the previous emotion is kept ({exc})"
+                else:
+                    step.degraded = f"output never parsed; the previous emotion is kept ({moved.error})"
                     emotion_source = "kept"
         pattern: PatternChoice | None
         candidates: list[int]
@@ -157,6 +153,22 @@ class PersonalityTrack:
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
         return Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate, gate_reason, changed,
                            emotion_source, method, [], source, candidates)
+
+    def _model_gate(self, handle: ModelHandle, state: AgentState, lines: list[str],
+                    question: str) -> tuple[bool | None, str]:
+        """Emo-Gate asked of the model: whether the turn stirs the character, and the reason given."""
+        pred = run_program(handle, emo_gate_program(), backoff=self.backoff, character=self.who,
+                           emotion_state=state.describe(), history=lines, turn=question)
+        fires = bool(pred.fires)
+        return fires, f"the model says the turn {'stirs' if fires else 'does not stir'} the character"
+
+    def _model_transition(self, handle: ModelHandle, state: AgentState, transitions: list[str],
+                          question: str) -> AgentState:
+        """Emo-Transition asked of the model: the new state (an emotion outside the label set keeps the old one)."""
+        pred = run_program(handle, emo_transition_program(), backoff=self.backoff, character=self.who,
+                           emotion_state=state.describe(), transitions=transitions, turn=question)
+        emotion = str(pred.emotion) if str(pred.emotion) in EMOTIONS else state.emotion
+        return AgentState(emotion, clamp_intensity(pred.intensity), clean(pred.reason), state.pattern)
 
     def _rows(self, step: StepUsage, read: Any, **kwargs: Any) -> list[dict[str, Any]]:
         """A personality-layer read; a layer that was not built degrades the step instead of failing the turn."""

@@ -23,18 +23,28 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from reveriemem.core.characters import Character
-from reveriemem.core.errors import ModelOutputError
 from reveriemem.inference.memory_reader import Reader, score_of
 from reveriemem.inference.trace import AnchoredScene, ProbeRound, TurnLog
 from reveriemem.inference.turn_text import clean, clip, numbered_facts, probe_key
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 log = logging.getLogger(__name__)
 
 SCENE_WORDS = 150  # a scene note in a prompt
+QUESTION_PROBE = "question"  # Self-Probe's deterministic twin: the question (and the refined one) as the probe
+
+
+class Proposal(NamedTuple):
+    """One Self-Probe round's answer: the refined question, the proposed probe, the verdict, the probes to try."""
+
+    refined: str
+    proposed: str
+    sufficient: bool | None
+    candidates: list[str]
 
 
 @dataclass
@@ -120,18 +130,13 @@ class ReasoningChain:
         refined, dropped, stop, n = question, 0, "max_rounds", 0
         for n in range(1, self.max_rounds + 1):
             with run.step(f"self_probe:{n}", "reasoning", self.model_method) as step:
-                try:
-                    pred = run_program(self.handle, self.self_probe, backoff=self.backoff,
-                                       character=self.who, question=question, scene_memory=scene_memory,
-                                       earlier_probes=list(issued), fact_pool=numbered_facts(pool.values()))
-                except ModelOutputError as exc:
-                    step.degraded = f"output never parsed; the probe falls back to the question ({exc})"
-                    proposed, sufficient, candidates = "", None, [question, refined]
-                else:
-                    refined = clean(pred.refined_question) or refined
-                    proposed = clean(pred.probe)
-                    sufficient = bool(pred.sufficient) if n >= 2 else None
-                    candidates = [proposed, refined]
+                outcome = run_or_fallback(
+                    self.handle, partial(self._model_probe, n=n, question=question, refined=refined,
+                                         scene_memory=scene_memory, issued=issued, pool=pool),
+                    partial(Proposal, refined, "", None, [question, refined]), fallback_method=QUESTION_PROBE)
+                if outcome.error is not None:
+                    step.degraded = f"output never parsed; the probe falls back to the question ({outcome.error})"
+            refined, proposed, sufficient, candidates = outcome.value
             record = ProbeRound(round=n, refined_question=refined, proposed=proposed, probe=None, sufficient=sufficient)
             rounds.append(record)
             if sufficient:
@@ -151,6 +156,16 @@ class ReasoningChain:
             record.new_facts, lost = self.retrieve(run, n, probe, as_of, pool)
             dropped += lost
         return Reasoning(anchored, scene_memory, rounds, list(pool.values()), n, stop, dropped)
+
+    def _model_probe(self, handle: ModelHandle, n: int, question: str, refined: str, scene_memory: list[str],
+                     issued: list[str], pool: dict[str, dict[str, Any]]) -> Proposal:
+        """Self-Probe round n asked of the model: its refined question, probe and (from round 2) verdict."""
+        pred = run_program(handle, self.self_probe, backoff=self.backoff, character=self.who, question=question,
+                           scene_memory=scene_memory, earlier_probes=list(issued),
+                           fact_pool=numbered_facts(pool.values()))
+        refined = clean(pred.refined_question) or refined
+        proposed = clean(pred.probe)
+        return Proposal(refined, proposed, bool(pred.sufficient) if n >= 2 else None, [proposed, refined])
 
     def recall_offline(self, run: TurnLog, question: str, as_of: int | None,
                        probes: Sequence[str] = ()) -> Reasoning:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from dspy_programs.personality import annotate_dialogue_program
-from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import Paragraph, normalise_space, split_sentences
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 from reveriemem.source_to_memory.emotions import (
     ACT_INTENT,
     HEURISTIC_METHOD,
@@ -155,6 +155,32 @@ def prompt_lines(batch: Sequence[Line], context: Context) -> str:
     return "\n".join(out)
 
 
+def lexicon_annotations(batch: Sequence[Line], context: Context) -> list[Annotation]:
+    """The deterministic twin of `model_annotations`: the lexicon's annotation of every line of a call."""
+    return [heuristic_annotation(line, context) for line in batch]
+
+
+def model_annotations(handle: ModelHandle, program: Any, batch: Sequence[Line], context: Context) -> list[Annotation]:
+    """The model's annotation of every line of one call; a line it gives none for takes the lexicon's."""
+    prediction = run_program(handle, program, lines=prompt_lines(batch, context))
+    given: dict[int, Any] = {}
+    for entry in prediction.annotations or []:
+        given.setdefault(int(entry.n), entry)
+    annotated: list[Annotation] = []
+    for n, line in enumerate(batch, start=1):
+        entry = given.get(n)
+        if entry is None:
+            annotated.append(heuristic_annotation(
+                line, context, error="the model gave no annotation for this line; lexicon used"))
+            continue
+        act = utterance_act(line.text)
+        annotated.append(Annotation(
+            emotion=str(entry.emotion), intensity=max(1, min(5, int(entry.intensity))),
+            trigger=normalise_space(str(entry.trigger or "")), intent=normalise_space(str(entry.intent or ""))
+            or ACT_INTENT[act], act=act, method=f"model:{handle.name}"))
+    return annotated
+
+
 @dataclass
 class AnnotatedBook:
     """Focus-speaker lines in story order with their annotations."""
@@ -187,44 +213,26 @@ def annotate_lines(
     by_scene: dict[int, list[Line]] = {}
     for line in focus:
         by_scene.setdefault(line.scene_id, []).append(line)
-    program = annotate_dialogue_program() if handle.lm is not None else None
-    model_method = f"model:{handle.name}"
+    program = annotate_dialogue_program()
     annotations: dict[int, Annotation] = {}
     failures: list[str] = []
     for scene_id in sorted(set(first_paragraph) | set(by_scene)):
         scene_lines = by_scene.get(scene_id, [])
         for offset in range(0, len(scene_lines), MAX_LINES_PER_CALL):
             batch = scene_lines[offset:offset + MAX_LINES_PER_CALL]
-            if program is None:
-                for line in batch:
-                    annotations[line.start] = heuristic_annotation(line, context)
-                continue
-            try:
-                prediction = run_program(handle, program, lines=prompt_lines(batch, context))
-            except ModelOutputError as exc:
-                reason = f"model output never parsed, fell back to the lexicon: {exc}"
-                failures.append(f"scene {scene_id}: {exc}")
-                log.warning("Scene %s: fell back to the lexicon annotator: %s", scene_id, exc)
-                for line in batch:
-                    annotations[line.start] = heuristic_annotation(line, context, error=reason)
-                continue
-            given: dict[int, Any] = {}
-            for entry in prediction.annotations or []:
-                given.setdefault(int(entry.n), entry)
-            for n, line in enumerate(batch, start=1):
-                entry = given.get(n)
-                if entry is None:
-                    annotations[line.start] = heuristic_annotation(
-                        line, context, error="the model gave no annotation for this line; lexicon used")
-                    continue
-                act = utterance_act(line.text)
-                annotations[line.start] = Annotation(
-                    emotion=str(entry.emotion), intensity=max(1, min(5, int(entry.intensity))),
-                    trigger=normalise_space(str(entry.trigger or "")), intent=normalise_space(str(entry.intent or ""))
-                    or ACT_INTENT[act], act=act, method=model_method)
+            outcome = run_or_fallback(handle, partial(model_annotations, program=program, batch=batch, context=context),
+                                      partial(lexicon_annotations, batch, context), fallback_method=HEURISTIC_METHOD)
+            annotated = outcome.value
+            if outcome.error is not None:
+                failures.append(f"scene {scene_id}: {outcome.error}")
+                log.warning("Scene %s: fell back to the lexicon annotator: %s", scene_id, outcome.error)
+                reason = f"model output never parsed, fell back to the lexicon: {outcome.error}"
+                annotated = [replace(annotation, error=reason) for annotation in annotated]
+            for line, annotation in zip(batch, annotated):
+                annotations[line.start] = annotation
         if on_scene is not None:
             on_scene(scene_id)
-    method = HEURISTIC_METHOD if program is None else model_method
+    method = HEURISTIC_METHOD if handle.lm is None else f"model:{handle.name}"
     return AnnotatedBook(lines=focus, annotations=[annotations[line.start] for line in focus], method=method,
                          failures=failures, scenes_annotated=sum(1 for s in by_scene if s in first_paragraph))
 
