@@ -10,8 +10,8 @@ fact's true answer still among the options). Two makers:
   entity and three other entities of the same type from the same book.
 - `model` (method `model:<name>`): the model drafts an in-world question
   addressed to the character from a SPOCV fact, its answer and three
-  distractors (`dspy_programs.kbfqa.DraftKBFItem`). A draft that fails the
-  filters falls back to the cloze item of the same fact.
+  distractors (`dspy_programs.kbfqa.DraftKBFItem`). A draft that never parses
+  or fails the filters falls back to the cloze item of the same fact.
 
 Filters, for both: the answer is not given away by the question (no surface
 form of it in the question); the five options are distinct; exactly one option
@@ -31,14 +31,14 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from eval.items import LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, ItemFileError, KBFItem, validate
 from eval.lexical import overlap, term_set
 from reveriemem.core.characters import Character
-from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.registry import Book
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 CLOZE_METHOD = "heuristic:cloze-v1"
 BLANK = "_____"
@@ -234,13 +234,15 @@ def generate_items(book: Book, character: Character, fact_rows: Sequence[Mapping
         if not visible and (fact.common or not fact.visibility):
             continue
         split = "KRf" if visible else "KR"
-        item = None
-        if handle is not None and handle.lm is not None:
-            row = next((r for r in fact_rows if r.get("fact_id") == fact.fact_id), None)
-            if row is not None and row.get("predicate"):
-                item = model_item(book, character, row, split, mentions, handle)
-        if item is None:
-            item = cloze_item(book, character, fact, split, entities, mentions)
+        cloze = partial(cloze_item, book, character, fact, split, entities, mentions)
+        row = next((r for r in fact_rows if r.get("fact_id") == fact.fact_id), None) \
+            if handle is not None and handle.lm is not None else None
+        if handle is not None and row is not None and row.get("predicate"):
+            drafted = run_or_fallback(handle, partial(model_item, book, character, row, split, mentions), cloze,
+                                      fallback_method=CLOZE_METHOD)
+            item = cloze() if drafted.by_model and drafted.value is None else drafted.value  # None: a rejected draft
+        else:
+            item = cloze()
         if item is None:
             continue
         if split == "KR":
@@ -263,14 +265,13 @@ def book_items(book: Book, fact_rows: Sequence[Mapping[str, Any]], entity_rows: 
 
 def model_item(book: Book, character: Character, row: Mapping[str, Any], split: str, mentions: _Mentions,
                handle: ModelHandle) -> KBFItem | None:
-    """A model-drafted item for a SPOCV fact, or None when the draft fails a filter."""
+    """A model-drafted item for a SPOCV fact, or None when the draft fails a filter.
+
+    Raises ModelOutputError when the draft never parses (`generate_items` then takes the cloze item)."""
     from dspy_programs.kbfqa import draft_item_program
 
-    try:
-        draft = run_program(handle, draft_item_program(), character=f"{character.name} ({address(character)})",
-                            fact=str(row.get("text") or ""), evidence=str(row.get("evidence") or ""))
-    except ModelOutputError:
-        return None
+    draft = run_program(handle, draft_item_program(), character=f"{character.name} ({address(character)})",
+                        fact=str(row.get("text") or ""), evidence=str(row.get("evidence") or ""))
     answer = " ".join(str(draft.answer).split())
     distractors = [" ".join(str(d).split()) for d in list(draft.distractors)[:3]]
     question = " ".join(str(draft.question).split())

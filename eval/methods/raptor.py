@@ -44,9 +44,8 @@ from eval.methods.common import (
     text_key,
     vectors_path,
 )
-from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import Paragraph, sentences_of
-from reveriemem.models import run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +84,12 @@ def kmeans(vectors: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS) -> np.ndarr
                 centroids[c] = mean / norm if norm > 0 else mean
     order = {label: i for i, label in enumerate(dict.fromkeys(labels.tolist()))}
     return np.array([order[label] for label in labels.tolist()])
+
+
+def model_summary(handle: ModelHandle, texts: Sequence[str]) -> str:
+    """The model's summary of a cluster's texts, on one line."""
+    prediction = run_program(handle, summarise_program(), passages="\n\n".join(texts))
+    return " ".join(str(prediction.summary).split())
 
 
 def extractive_summary(texts: Sequence[str], rarity: Rarity, words: int = SUMMARY_WORDS) -> str:
@@ -159,14 +164,12 @@ class RaptorMethod(BaselineMethod):
         return np.concatenate(all_vectors)
 
     def _summarise(self, texts: list[str]) -> tuple[str, str]:
-        if self.offline:
-            return extractive_summary(texts, self.rarity), EXTRACTIVE
-        try:
-            prediction = run_program(self.ctx.handle, summarise_program(), passages="\n\n".join(texts))
-            return " ".join(str(prediction.summary).split()), f"model:{self.ctx.handle.name}"
-        except ModelOutputError as exc:
-            logger.warning("RAPTOR summary fell back to the extractive one: %s", exc)
-            return extractive_summary(texts, self.rarity), f"failed:{self.ctx.handle.name}+extractive"
+        outcome = run_or_fallback(self.ctx.handle, lambda handle: model_summary(handle, texts),
+                                  lambda: extractive_summary(texts, self.rarity), fallback_method=EXTRACTIVE,
+                                  failed_method=f"failed:{self.ctx.handle.name}+extractive")
+        if outcome.error is not None:
+            logger.warning("RAPTOR summary fell back to the extractive one: %s", outcome.error)
+        return outcome.value, outcome.method
 
     def retrieve(self, item: KBFItem) -> list[tuple[int, float]]:
         self.prepare()
