@@ -111,7 +111,7 @@ class MemoryReader:
         self._episodes = self._store.db.open_table("episodes")
         if self._facts.count_rows(f"book = {sql_literal(book)}") == 0:
             raise StorageError(f"No facts are stored for {book!r}; run `reveriemem build {book}` first.")
-        if self._episodes.count_rows(own_rows_filter(book, character)) == 0:
+        if self._episodes.count_rows(own_rows_filter(book, character)) == 0 and not self._character_built():
             raise StorageError(
                 f"No episodes are stored for {character!r} in {book!r}; run `reveriemem build {book}` first "
                 f"({character!r} must be one of the book's focus characters)."
@@ -128,6 +128,11 @@ class MemoryReader:
         self._pool_lock = threading.Lock()
 
     # -------------------------------------------------------- helpers
+
+    def _character_built(self) -> bool:
+        """Whether the character's partition was built, even with no scene lived (an empty memory is a memory)."""
+        root = self._parquet_root or MemoryStore.for_home().parquet.root
+        return ParquetStore(root).path("character_scenes", PartitionRef(self.book, self.character)).exists()
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(texts), dtype=np.float32)
