@@ -342,7 +342,6 @@ def test_a_character_who_leaves_and_returns_remembers_only_the_stretches_they_we
     assert (offline.presence.source_start, offline.presence.source_end) == (arrival, end)
 
 
-@pytest.mark.xfail(strict=True, reason="the rosters still date presence from the scene's start (issue 13 item 2)")
 def test_maras_note_of_quarter_day_opens_at_dusk_not_with_vanes_walk_before_dawn(demo_book):
     scenes, rosters, utterances = book_frames(demo_book)
     last, _, arrival = _last_scene(demo_book, rosters)
