@@ -147,7 +147,7 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
     member_rows = [Membership(r["character"], r["organisation"], int(r["offset"]), bool(r["member"]))
                    for r in memberships.iter_rows(named=True)]
     assign_visibility(facts_list, presences_from_rosters(scene_rosters), accounts_of(graphs), member_rows,
-                      [c.slug for c in book.characters])
+                      [c.slug for c in book.characters], deaths=partition_of(context).reading.deaths)
     rows = fact_rows(book, facts_list, table)
     unreachable = [r for r in rows if not r["visibility"]]
     rows = [r for r in rows if r["visibility"]]

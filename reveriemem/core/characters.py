@@ -1,5 +1,10 @@
 """Focus characters: the character file, its validation against a book, and
-the narrator spans it declares."""
+the narrator spans and deaths it declares.
+
+A `dies:` entry is a literal text that occurs exactly once in the story: the
+character dies where it begins, and knows nothing from there on. `dies: never`
+declares that the character does not die (it turns off death detection).
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,13 @@ class Character:
     narrator_all: bool = False
     narrator_span_specs: list[NarratorSpanSpec] = field(default_factory=list)
     narrator_spans: list[tuple[int, int]] = field(default_factory=list)
+    death_marker: str | None = None  # the `dies:` literal, or "never"
+    death_offset: int | None = None  # where the declared death begins in the book text
+
+    @property
+    def death_declared(self) -> bool:
+        """Does the character file say where (or that never) this character dies?"""
+        return self.death_marker is not None
 
     @property
     def surface_forms(self) -> list[str]:
@@ -48,6 +60,8 @@ class Character:
             "descriptors": list(self.descriptors),
             "gender": self.gender,
             "narrator_spans": [list(span) for span in self.narrator_spans],
+            "death_marker": self.death_marker,
+            "death_offset": self.death_offset,
         }
 
     @classmethod
@@ -59,6 +73,8 @@ class Character:
             descriptors=list(record.get("descriptors", [])),
             gender=record.get("gender", "other"),
             narrator_spans=[(int(a), int(b)) for a, b in record.get("narrator_spans", [])],
+            death_marker=record.get("death_marker"),
+            death_offset=None if record.get("death_offset") is None else int(record["death_offset"]),
         )
 
 
@@ -124,6 +140,12 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
                 )
             end = span.get("end")
             specs.append(NarratorSpanSpec(start=span["start"], end=str(end) if end else None))
+    dies = entry.get("dies")
+    if dies is not None and (not isinstance(dies, str) or not dies.strip()):
+        raise CharacterFileError(
+            f"The `dies` of {name!r} in {source} must be a literal text from the book where the character "
+            f"dies, or `never`."
+        )
     return Character(
         name=name,
         slug=slugify(name),
@@ -132,6 +154,7 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
         gender=gender,
         narrator_all=narrator_all,
         narrator_span_specs=specs,
+        death_marker=dies.strip() if dies else None,
     )
 
 
@@ -176,7 +199,26 @@ def validate_characters(
                 f"occurs in {source}; check the spelling or the book."
             )
     resolve_narrator_spans(characters, text, body, source)
+    resolve_deaths(characters, text, body, source)
     return warnings
+
+
+def resolve_deaths(characters: list[Character], text: str, body: tuple[int, int], source: str) -> None:
+    """Turn each declared `dies:` literal into the offset where it occurs, once, in the story body."""
+    start, end = body
+    for character in characters:
+        marker = character.death_marker
+        if marker is None or marker == "never":
+            character.death_offset = None
+            continue
+        found = text.find(marker, start, end)
+        if found == -1:
+            raise CharacterFileError(f"The `dies` text {marker!r} of {character.name} never occurs in {source}.")
+        if text.find(marker, found + 1, end) != -1:
+            raise CharacterFileError(
+                f"The `dies` text {marker!r} of {character.name} occurs more than once in {source}; lengthen it."
+            )
+        character.death_offset = found
 
 
 def resolve_narrator_spans(

@@ -86,8 +86,9 @@ ROSTERS = pa.schema(
         ("addressed", pa.int32()),
         ("actions", pa.int32()),
         ("mentions", pa.int32()),
-        ("present_start", pa.int64()),
-        ("present_end", pa.int64()),
+        ("present_start", pa.int64()),  # the first presence span's start
+        ("present_end", pa.int64()),  # the last presence span's end
+        ("presence_spans", pa.list_(pa.list_(pa.int64()))),  # every [start, end) of presence, in story order
         ("first_offset", pa.int64()),
         ("scene_start", pa.int64()),
         ("scene_end", pa.int64()),

@@ -12,7 +12,7 @@ rosters' presence intervals, reported accounts and the membership graph.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from reveriemem.core.text import Paragraph, sentence_around, sentence_runs, spli
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
 from reveriemem.source_to_memory.entities import EntityTable, normal_key
-from reveriemem.source_to_memory.mentions import AliasMatcher
+from reveriemem.source_to_memory.mentions import AliasMatcher, is_relational
 from reveriemem.source_to_memory.semantic import SceneGraph
 from reveriemem.source_to_memory.visibility import (
     Account,
@@ -78,9 +78,13 @@ class Fact:
 
 
 def presences_from_rosters(rosters: pl.DataFrame) -> list[Presence]:
+    """Presence intervals of the roster rows: each of a row's `presence_spans`, else its start..end."""
     present = rosters.filter(pl.col("status").str.starts_with("present") & pl.col("present_start").is_not_null())
-    return [Presence(r["character"], int(r["scene_id"]), int(r["present_start"]), int(r["present_end"]))
-            for r in present.iter_rows(named=True)]
+    out = []
+    for r in present.iter_rows(named=True):
+        spans = r.get("presence_spans") or [[r["present_start"], r["present_end"]]]
+        out += [Presence(r["character"], int(r["scene_id"]), int(a), int(b)) for a, b in spans]
+    return out
 
 
 class SpanFacts:
@@ -192,6 +196,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
 
     facts: list[Fact] = []
     for scene_id, start, end in scenes:
+        named: set[str] = set()  # named outside quotes in this scene: a relational descriptor may mean them
         for paragraph in split_paragraphs(book.text, start, end):
             quotes = quote_spans(paragraph)[0]
             for match in sentence_runs(book.text, paragraph.start, paragraph.end):
@@ -213,7 +218,13 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                 if narrator:
                     participants.add(narrator)
                 for mention in matcher.find(book.text, s_start, s_end):
-                    if not in_spans(mention.start, quotes) and _acts(book.text, mention, s_start):
+                    if in_spans(mention.start, quotes):
+                        continue
+                    if mention.kind == "name":
+                        named.add(mention.character)
+                    elif is_relational(mention) and mention.character not in named:
+                        continue  # "my companion" before its character is named here: nobody known
+                    if _acts(book.text, mention, s_start):
                         participants.add(mention.character)
                 statement = Statement(scene_id, s_start, s_end, spoken=spoken, private=spans.private(s_start, s_end))
                 facts.append(Fact(speaker, "", "", "", stripped, f"person:{speaker}" if speaker else None, None,
@@ -240,11 +251,13 @@ def assign_visibility(
     accounts: Sequence[Account],
     member_statements: Sequence[Membership],
     characters: Sequence[str],
+    deaths: Mapping[str, int] | None = None,
 ) -> None:
+    """Grant every fact to characters (`visibility.assign`); nothing to a character from their death on."""
     index = PresenceIndex(presences)
     graph = MembershipGraph(member_statements)
     for fact in facts:
-        fact.grants = assign(fact.evidence_facts, index, accounts, graph, characters)
+        fact.grants = assign(fact.evidence_facts, index, accounts, graph, characters, deaths)
 
 
 def accounts_of(graphs: Sequence[SceneGraph]) -> list[Account]:

@@ -4,6 +4,9 @@ Names and aliases match case-sensitively on word boundaries, longest form
 first (so `Mr. Holmes` is one mention, not two); descriptors ("the Count")
 also match with a capital first letter at a sentence start. A form shared
 by several characters goes to the one named most recently, and is flagged.
+A descriptor opened by a possessive ("my companion", "his master") is
+relational: its referent depends on who speaks or narrates and may change
+over a book, so its users resolve it by context (`is_relational`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from reveriemem.core.characters import Character
 
 MATCHER_VERSION = "alias-v1"
+_RELATIONAL = re.compile(r"^(?:my|his|her|our|their|your)\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,11 @@ class Mention:
     form: str
     kind: str  # "name" or "descriptor"
     ambiguous: bool
+
+
+def is_relational(mention: Mention) -> bool:
+    """Is this a descriptor whose referent depends on context ("my companion", "his master")?"""
+    return mention.kind == "descriptor" and _RELATIONAL.match(mention.form) is not None
 
 
 class AliasMatcher:

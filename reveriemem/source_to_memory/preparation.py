@@ -237,12 +237,15 @@ def roster_rows(
                 present_start, present_end = scene_start, scene_end
             if not status.startswith("present"):
                 present_start = present_end = None
+            presence = [list(span) for span in record.spans] if status.startswith("present") else []
+            if status.startswith("present") and not presence and present_start is not None and present_end is not None:
+                presence = [[present_start, present_end]]
             rows.append({
                 "book": book.slug, "scene_id": scene_id, "character": slug, "character_name": names[slug],
                 "status": status, "heuristic_status": record.status(), "model_status": model_status,
                 "utterances": record.utterances, "narration": record.narration, "addressed": record.addressed,
                 "actions": record.actions, "mentions": record.mentions, "present_start": present_start,
-                "present_end": present_end, "first_offset": record.first_offset,
+                "present_end": present_end, "presence_spans": presence, "first_offset": record.first_offset,
                 "scene_start": scene_start, "scene_end": scene_end, "method": method,
             })
     return rows

@@ -11,9 +11,10 @@ from functools import cached_property
 
 from reveriemem.core.registry import Book
 from reveriemem.core.text import Paragraph, normalise_space, split_paragraphs
+from reveriemem.source_to_memory.deaths import death_offsets
 from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
 from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, Mention
-from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_range, scene_evidence
+from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_bounds, scene_evidence
 from reveriemem.source_to_memory.scenes import (
     SEGMENTER_VERSION,
     Span,
@@ -61,6 +62,11 @@ class BookReading:
         return out
 
     @cached_property
+    def deaths(self) -> dict[str, int]:
+        """Character slug -> offset of their death (declared or plainly narrated)."""
+        return death_offsets(self.book.text, self.book.characters, self.book.body_start, self.book.body_end)
+
+    @cached_property
     def candidates(self) -> list[Span]:
         return candidate_spans(self.paragraphs)
 
@@ -81,7 +87,7 @@ class BookReading:
         slugs = [c.slug for c in self.book.characters]
         return [
             scene_evidence(self.book.text, self.paragraphs, s.paragraphs, self.mentions_by_paragraph,
-                           by_paragraph, self.narrator_at, slugs)
+                           by_paragraph, self.narrator_at, slugs, deaths=self.deaths)
             for s in scenes
         ]
 
@@ -123,8 +129,5 @@ def heuristic_setting(text: str) -> Setting:
 
 
 def presence_offsets(reading: BookReading, record: RosterEvidence, scene: Span) -> tuple[int | None, int | None]:
-    """Source offsets of the paragraph range in which a character is present."""
-    rng = presence_range(record, scene.paragraphs)
-    if rng is None:
-        return None, None
-    return reading.paragraphs[rng[0]].start, reading.paragraphs[rng[1]].end
+    """Source offsets from the start of a character's first presence span to the end of their last."""
+    return presence_bounds(record)

@@ -1,4 +1,4 @@
-"""Deterministic rosters: is a focus character present in a scene, and do they speak?
+"""Deterministic rosters: is a focus character present in a scene, when, and do they speak?
 
 Presence is a state, not a mention. The evidence, per paragraph:
 - speech: an utterance attributed to the character (present, active);
@@ -6,47 +6,71 @@ Presence is a state, not a mention. The evidence, per paragraph:
 - address: another speaker addresses the character by name (present);
 - action: the character (by name or descriptor) is the subject of a narrated
   action at a clause start, or their face/hand/voice is described (present);
-- mention: any other naming, in dialogue or narration (referenced).
-A character present in a scene is there from the scene's start, or from
-their narrated arrival (someone comes in, a door opens on them) when the
-scene tells of one, until a departure is narrated or the scene ends. So a
-line spoken before a narrated arrival was not heard by the newcomer.
+- mention: any other naming, in dialogue or narration, or in a letter read
+  out (referenced).
+
+Per character, in story order, presence opens at a narrated arrival or at
+their first speech, action or narration in the scene (the sentence holding
+it; never at the scene's start by default), and closes at a narrated
+departure, at their death, or at the scene's end; a later arrival or action
+opens it again. So a line spoken or narrated before a character comes into
+the scene is not theirs. A relational descriptor ("my companion", "his
+master") may change referent over a book: it counts for a character only
+once that character has been present by name in the scene, and otherwise
+is nobody's evidence.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
-from reveriemem.source_to_memory.mentions import Mention
+from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ROSTER_VERSION = "roster-v1"
+ROSTER_VERSION = "roster-v2"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 _DEPARTURE = re.compile(
-    r"\b(?:left\s+(?:the\s+(?:room|house|hall|office)|us|them|him|her)|went\s+(?:out|away|off|home)|"
-    r"departed|walked\s+out|hurried\s+(?:out|away|off)|was\s+gone|took\s+(?:his|her)\s+leave|"
-    r"slipped\s+(?:out|away)|disappeared)\b"
+    r"\b(?:left\s+(?:the\s+(?:room|house|hall|office|cabin|car|carriage|station|table)|us|them|him|her|me)|"
+    r"went\s+(?:out|away|off|home|ashore|below|back)|departed|walked\s+(?:out|away|off)|"
+    r"hurried\s+(?:out|away|off)|ran\s+(?:out|away|off)|was\s+gone|took\s+(?:his|her)\s+leave|"
+    r"slipped\s+(?:out|away)|disappeared|withdrew|retired\s+to)\b"
 )
 # Arrival in scene time, said of the character named just before the verb
 # ("Tobin came in", "Osric Penhallow stood on the step"); a pluperfect
 # ("had come in") tells of an earlier arrival. Or a door opens on them.
 _ARRIVAL = re.compile(
     r"^[^,;:.!?\"]{0,40}?(?<!had )(?<!had just )\b(?:(?:came|comes|come|walked|stepped|burst|hurried|ran|strode|"
-    r"rushed)\s+(?:in|into|through|back)\b|entered|arrived|appeared|"
+    r"rushed)\s+(?:in|into|through|back|up)\b|entered|arrived|appeared|returned|"
     r"stood\s+(?:in|on|at)\s+the\s+(?:doorway|door|threshold|step))"
 )
+# A pluperfect arrival or an ongoing state ("Osric had come in last", "Fix had been waiting") tells that
+# the character was already there: present from the scene's start.
+_EARLIER_ARRIVAL = re.compile(
+    r"\s+had\s+(?:(?:already|just|long)\s+)?(?:(?:come|walked|stepped|slipped)\s+in|entered|arrived|"
+    r"been\s+(?:sitting|standing|waiting|watching|listening|there|here|present))\b"
+)
+# Accompaniment in narration: "stood by the hearth with the apprentice", "stayed behind with Harrow and Tobin".
+_WITH = re.compile(r"\bwith\s+(?:(?:[A-Z][\w.]*|the\s+\w+)\s+and\s+)?$")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
+_POSSESSED = re.compile(r"(?:'s|’s)\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
+
+# Kinds of presence event: evidence that opens presence, a departure that closes it.
+OPENS, CLOSES = "opens", "closes"
 
 
 @dataclass
 class RosterEvidence:
-    """Counts of each kind of evidence for one character in one scene."""
+    """Counts of each kind of evidence for one character in one scene, and their presence spans.
+
+    `spans` are source-offset intervals [start, end) of presence, in story
+    order, filled by `scene_evidence` (empty when never present).
+    """
 
     utterances: int = 0
     narration: int = 0
@@ -57,13 +81,17 @@ class RosterEvidence:
     departure_paragraph: int | None = None
     arrival_paragraph: int | None = None
     first_offset: int | None = None
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    events: list[tuple[int, str]] = field(default_factory=list)  # (offset, OPENS or CLOSES)
+    addressed_at: list[int] = field(default_factory=list)  # offsets where a speaker addresses them by name
+    address_only: bool = False  # addressed, but never speaks, acts or arrives in the scene
 
     def status(self) -> str:
         if self.utterances or self.narration:
             return "present_active"
-        if self.addressed or self.actions:
+        if self.actions or (self.addressed and not self.address_only):
             return "present_silent"
-        if self.mentions:
+        if self.mentions or self.addressed:
             return "referenced"
         return "absent"
 
@@ -76,66 +104,135 @@ def scene_evidence(
     utterances_by_paragraph: dict[int, Utterance],
     narrator_at: dict[int, str],
     character_slugs: Sequence[str],
+    deaths: Mapping[str, int] | None = None,
 ) -> dict[str, RosterEvidence]:
-    """Gather roster evidence for every focus character over one scene's paragraphs."""
+    """Gather roster evidence for every focus character over one scene's paragraphs, with presence spans."""
     evidence = {slug: RosterEvidence() for slug in character_slugs}
+    scene_start = paragraphs[scene_paragraphs[0]].start if scene_paragraphs else 0
+    named: set[str] = set()  # present by name in this scene so far: relational descriptors may now mean them
     for index in scene_paragraphs:
         paragraph = paragraphs[index]
         utterance = utterances_by_paragraph.get(index)
         spans = utterance.quote_spans if utterance else []
         if utterance and utterance.speaker in evidence:
-            _present(evidence[utterance.speaker], index, paragraph.start)
-            evidence[utterance.speaker].utterances += 1
+            speaker = evidence[utterance.speaker]
+            speaker.utterances += 1
+            _present(speaker, index, paragraph.start)
+            named.add(utterance.speaker)
         if utterance:
             for slug in utterance.addressees:
                 if slug in evidence and slug != utterance.speaker:
                     evidence[slug].addressed += 1
-                    _present(evidence[slug], index, paragraph.start)
+                    evidence[slug].addressed_at.append(paragraph.start)
         narrator = narrator_at.get(index)
         if narrator in evidence:
             narration = "".join(text[a:b] for a, b in narration_fragments(paragraph, spans))
             if _FIRST_PERSON.search(narration):
                 evidence[narrator].narration += 1
                 _present(evidence[narrator], index, paragraph.start)
+                named.add(narrator)
         for mention in mentions_by_paragraph.get(index, []):
             record = evidence.get(mention.character)
             if record is None:
                 continue
+            if is_relational(mention) and mention.character not in named:
+                continue  # "my companion" before the character is in the scene: its referent is unknown
             record.mentions += 1
             if record.first_offset is None:
                 record.first_offset = mention.start
             if in_spans(mention.start, spans):
                 continue
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
-            if record.arrival_paragraph is None and not record.present_paragraphs and _arrives(text, paragraph, mention):
-                record.arrival_paragraph = index
+            sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
+            if _EARLIER_ARRIVAL.match(text, mention.end):
+                _present(record, index, scene_start)
+            if _WITH.search(text, max(fragment_start, mention.start - 40), mention.start) and not _POSSESSED.match(
+                    text, mention.end):
+                record.actions += 1
+                _present(record, index, sentence[0])
+            if _arrives(text, sentence, mention):
+                if record.arrival_paragraph is None and not record.present_paragraphs:
+                    record.arrival_paragraph = index
+                _present(record, index, sentence[0])
+                if mention.kind == "name":
+                    named.add(mention.character)
             if is_action_subject(text, mention, fragment_start):
                 record.actions += 1
-                _present(record, index, mention.start)
+                _present(record, index, sentence[0])
+                if mention.kind == "name":
+                    named.add(mention.character)
                 tail = text[mention.end : mention.end + 80]
                 if _DEPARTURE.search(tail.split(".")[0]):
                     record.departure_paragraph = index
+                    record.events.append((sentence[1], CLOSES))
+    if scene_paragraphs:
+        scene_end = paragraphs[scene_paragraphs[-1]].end
+        for slug, record in evidence.items():
+            _confirm_address(record, index_of={paragraphs[i].start: i for i in scene_paragraphs})
+            death = (deaths or {}).get(slug)
+            record.spans = presence_spans(record.events, scene_start, scene_end, death)
     return evidence
 
 
-def _arrives(text: str, paragraph: Paragraph, mention: Mention) -> bool:
+def presence_spans(events: Sequence[tuple[int, str]], scene_start: int, scene_end: int,
+                   death: int | None = None) -> list[tuple[int, int]]:
+    """Presence intervals from events: open until closed, the scene's end, or death (a close first at a tie)."""
+    end = scene_end if death is None else max(scene_start, min(scene_end, death))
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    for offset, kind in sorted(events, key=lambda e: (e[0], e[1] != CLOSES)):
+        if offset >= end:
+            break
+        if kind == OPENS and opened is None:
+            opened = max(offset, scene_start)
+        elif kind == CLOSES and opened is not None and offset > opened:
+            spans.append((opened, offset))
+            opened = None
+    if opened is not None and opened < end:
+        spans.append((opened, end))
+    return spans
+
+
+def _confirm_address(record: RosterEvidence, index_of: Mapping[int, int]) -> None:
+    """Being addressed makes a character present only if they also speak, act or arrive in the scene.
+
+    A speaker may call on someone absent ("Go on, then, Captain Dask," to nobody at all).
+    """
+    if not record.addressed_at:
+        return
+    if not record.events:
+        record.address_only = True
+        return
+    for offset in record.addressed_at:
+        _present(record, index_of[offset], offset)
+
+
+def _arrives(text: str, sentence: tuple[int, int], mention: Mention) -> bool:
     """Does the sentence naming the character narrate their arrival?"""
-    start, end = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
+    start, end = sentence
     return bool(_ARRIVAL.search(text[mention.end:end]) or _DOOR_OPENS.search(text[start:mention.start]))
 
 
 def _present(record: RosterEvidence, paragraph: int, offset: int) -> None:
     record.present_paragraphs.append(paragraph)
+    record.events.append((offset, OPENS))
     if record.first_offset is None:
         record.first_offset = offset
 
 
+def presence_bounds(record: RosterEvidence) -> tuple[int | None, int | None]:
+    """The offsets from the first presence to the last (None, None when never present)."""
+    if not record.spans:
+        return None, None
+    return record.spans[0][0], record.spans[-1][1]
+
+
 def presence_range(record: RosterEvidence, scene_paragraphs: Sequence[int]) -> tuple[int, int] | None:
-    """Paragraph range of presence: the scene's start (or the narrated arrival) until a departure or the end."""
+    """Paragraph range of presence: the first paragraph of presence until a departure or the end."""
     if not record.present_paragraphs:
         return None
-    first = scene_paragraphs[0]
-    if record.arrival_paragraph is not None and record.arrival_paragraph <= min(record.present_paragraphs):
+    first = min(record.present_paragraphs)
+    if record.arrival_paragraph is not None and record.arrival_paragraph <= first:
         first = record.arrival_paragraph
     last = scene_paragraphs[-1]
     if record.departure_paragraph is not None and record.departure_paragraph >= max(record.present_paragraphs):

@@ -17,18 +17,21 @@ holding it is read out or retold (from that point of the story on); `common`
 for world background. Propagation: `organisation` for the members, at that
 time, of every organisation the fact was announced to.
 
+Death ends knowledge: no grant, by any route, at or after a character's
+death offset (common background, granted from offset 0, is known before).
+
 Each grant records its route, scene and source offset, so a reader can be
 bounded to what a character knew at any point of the story.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 ROUTES = ("direct", "observation", "organisation", "common")
 _STRENGTH = {route: i for i, route in enumerate(ROUTES)}
-VISIBILITY_VERSION = "visibility-v1"
+VISIBILITY_VERSION = "visibility-v2"
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,9 @@ def assign(
     accounts: Sequence[Account],
     memberships: MembershipGraph,
     characters: Sequence[str],
+    deaths: Mapping[str, int] | None = None,
 ) -> list[Grant]:
-    """Every grant of visibility for one fact, earliest first."""
+    """Every grant of visibility for one fact, earliest first; none at or after a character's death."""
     if not fact.statements:
         return []
     first = min(fact.statements, key=lambda s: s.start)
@@ -159,7 +163,8 @@ def assign(
         grants += [Grant(first.start, first.scene_id, c, "organisation")
                    for c in sorted(memberships.members(organisation, first.start))]
     known = set(characters)
-    return sorted(g for g in grants if g.character in known)
+    deaths = deaths or {}
+    return sorted(g for g in grants if g.character in known and g.offset < deaths.get(g.character, g.offset + 1))
 
 
 def strongest(grants: Iterable[Grant]) -> dict[str, Grant]:

@@ -1,0 +1,158 @@
+"""Presence as a state and death, on short synthetic passages: who is granted what a user would ask about."""
+
+import pytest
+
+from reveriemem.core.errors import CharacterFileError
+from reveriemem.core.registry import prepare_book
+from reveriemem.source_to_memory.deaths import detected_deaths
+from reveriemem.source_to_memory.facts import assign_visibility, evidence_units, presences_from_rosters
+from reveriemem.source_to_memory.preparation import roster_rows
+from reveriemem.source_to_memory.reading import BookReading
+
+CAST = """characters:
+  - name: Ann Moss
+    aliases: [Ann]
+  - name: Bob Hale
+    aliases: [Bob]
+    descriptors: [my companion]
+  - name: Cy Dunn
+    aliases: [Cy]
+"""
+FILLER = "The wind rose over the roofs of the town and the shutters rattled all night long."
+
+
+def build(tmp_path, story: str, cast: str = CAST):
+    """Register a one-chapter story offline and return (book, reading, who knows each sentence)."""
+    text = ("CHAPTER I.\n\n" + story.strip() + "\n\n" + "\n\n".join([FILLER] * 3)
+            + "\n\nCHAPTER II.\n\nThe names of Ann Moss, Bob Hale and Cy Dunn are on the stone in the church.\n")
+    (tmp_path / "story.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "cast.yaml").write_text(cast, encoding="utf-8")
+    book, _ = prepare_book(tmp_path / "story.txt", tmp_path / "cast.yaml", slug="story")
+    reading = BookReading(book)
+    spans = reading.heuristic_scenes()
+    evidence = reading.roster_evidence(spans)
+    judged = [{slug: (record.status(), None) for slug, record in scene.items()} for scene in evidence]
+    import polars as pl
+
+    rosters = pl.DataFrame(roster_rows(reading, spans, evidence, judged, "test"))
+    speakers = {u.start: u.speaker for u in reading.utterances(spans) if u.speaker}
+    triples = [(i + 1, reading.paragraphs[s.first].start, reading.paragraphs[s.last].end) for i, s in enumerate(spans)]
+    facts = evidence_units(book, triples, speakers)
+    assign_visibility(facts, presences_from_rosters(rosters), [], [], [c.slug for c in book.characters],
+                      reading.deaths)
+    knows = {f.evidence: {g.character for g in f.grants} for f in facts}
+    return book, evidence[0], knows
+
+
+def knowers(knows: dict[str, set[str]], opening: str) -> set[str]:
+    return next(who for sentence, who in knows.items() if sentence.startswith(opening))
+
+
+def test_a_late_arrival_does_not_hear_what_was_said_before_and_hears_what_follows(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat alone by the fire with her mending in her lap.
+
+"The key to the press is gone from its hook," said Ann to the empty room.
+
+Bob came in and shut the door behind him against the wind.
+
+"Which key do you mean?" said Bob.
+
+"The brass key to the press," said Ann.
+""")
+    assert "bob-hale" not in knowers(knows, '"The key to the press')
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, '"The brass key')
+    assert roster["bob-hale"].status() == "present_active"
+
+
+def test_a_departure_ends_presence(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"I shall be back before dark," said Bob, and Bob went out into the yard.
+
+"He has taken the lantern with him again," said Ann to herself.
+""")
+    assert "bob-hale" not in knowers(knows, '"He has taken the lantern')
+
+
+def test_a_character_only_talked_about_or_whose_letter_is_read_is_not_present(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann stood by the window and unfolded the letter that had come that morning.
+
+"Dear Ann, I am well and shall be home by Friday. Cy," she read aloud to the empty kitchen.
+
+Ann thought of Cy, far away in Lisbon, and folded the letter up again slowly.
+""")
+    assert roster["cy-dunn"].status() == "referenced" and roster["cy-dunn"].spans == []
+    assert [s for s, who in knows.items() if "cy-dunn" in who and not s.startswith("The names")] == []
+
+
+def test_first_person_narration_of_the_narrators_past_reaches_only_the_narrator(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+In the year 1878 I took my degree at the University and went out to the war as an assistant surgeon.
+
+I came home with my health ruined and took rooms in a quiet street near the river.
+
+Bob came in one morning while I sat at breakfast, and he laughed at my newspaper.
+""", cast)
+    assert knowers(knows, "In the year 1878") == {"ann-moss"}
+    assert "bob-hale" in knowers(knows, "Bob came in")
+
+
+def test_a_relational_descriptor_counts_only_once_its_character_is_in_the_scene(tmp_path):
+    _, roster, knows = build(tmp_path, """
+I met an old friend in the street, and my companion laughed at my news as we walked along together.
+
+"You will like Bob," said Ann, "though he keeps strange hours."
+
+At the laboratory Bob looked up from his bench and bowed to us both.
+
+My companion smiled and went back to his test tubes.
+""")
+    first = knowers(knows, "I met an old friend")
+    assert "bob-hale" not in first  # "my companion" here is the friend: Bob is not in the scene yet
+    assert "bob-hale" in knowers(knows, "My companion smiled")
+
+
+def test_nothing_is_granted_after_a_narrated_death(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann and Cy sat by the fire while the storm beat upon the shutters.
+
+Cy coughed and turned his face to the wall, and before midnight Cy was dead.
+
+Ann sat on beside the bed until the grey light came through the shutters.
+""")
+    assert "cy-dunn" in knowers(knows, "Ann and Cy sat")
+    assert "cy-dunn" not in knowers(knows, "Ann sat on beside the bed")
+
+
+@pytest.mark.parametrize("sentence", [
+    "Cy was not dead, though he lay very still.",
+    "Cy was dead tired after the long walk home.",
+    "If Cy died, the house would go to his cousin.",
+    "Cy nearly died of the fever that winter.",
+    '"Cy is dead," said Ann, but it was a lie.',
+])
+def test_hedged_figurative_or_spoken_deaths_are_not_deaths(sentence):
+    from reveriemem.core.characters import Character
+
+    cy = Character(name="Cy Dunn", slug="cy-dunn", aliases=["Cy"])
+    assert detected_deaths(sentence + "\n", [cy]) == {}
+
+
+def test_the_character_file_can_declare_a_death_and_must_find_it_once(tmp_path):
+    cast = CAST + "    dies: \"turned his face to the wall\"\n"
+    book, roster, knows = build(tmp_path, """
+Ann and Cy sat by the fire while the storm beat upon the shutters.
+
+Cy coughed and turned his face to the wall and spoke no more that night.
+
+Ann sat on beside the bed until the grey light came through the shutters.
+""", cast)
+    assert book.character("Cy Dunn").death_offset is not None
+    assert "cy-dunn" not in knowers(knows, "Ann sat on beside the bed")
+    with pytest.raises(CharacterFileError, match="never occurs"):
+        build(tmp_path, "Ann and Cy sat by the fire all evening long and said very little.",
+              CAST + "    dies: \"no such words\"\n")
