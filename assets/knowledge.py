@@ -140,10 +140,11 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
     facts_list = relation_facts(book, table, graphs) if model_scenes else []
     # Scenes without a usable graph (no model, or the model failed) get evidence units.
     speakers = {int(r["start"]): r["speaker"] for r in utterances.iter_rows(named=True) if r["speaker"]}
+    headings = partition_of(context).reading.heading_spans
     for scene_id, start, end in _scene_triples(scenes):
         if scene_id in failed or scene_id not in model_scenes:
             facts_list += evidence_units(book, [(scene_id, start, end)], speakers,
-                                         error=failed.get(scene_id))
+                                         error=failed.get(scene_id), headings=headings)
     member_rows = [Membership(r["character"], r["organisation"], int(r["offset"]), bool(r["member"]))
                    for r in memberships.iter_rows(named=True)]
     assign_visibility(facts_list, presences_from_rosters(scene_rosters), accounts_of(graphs), member_rows,

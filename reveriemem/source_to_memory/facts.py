@@ -183,11 +183,13 @@ def relation_facts(book: Book, table: EntityTable, graphs: Sequence[SceneGraph])
 
 
 def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance_speakers: dict[int, str],
-                   method: str = EVIDENCE_METHOD, error: str | None = None) -> list[Fact]:
+                   method: str = EVIDENCE_METHOD, error: str | None = None,
+                   headings: Sequence[tuple[int, int]] = ()) -> list[Fact]:
     """The offline Semantic layer: each sentence of a scene as a visibility-tagged evidence unit.
 
     `utterance_speakers` maps a quotation's start offset to its attributed focus speaker.
     The speaker of a quoted sentence and the characters acting in a narrated one lived it.
+    No unit is made of a sentence inside `headings` (chapter titles, contents: `BookReading.heading_spans`).
     """
     spans = SpanFacts(book)
     matcher = AliasMatcher(book.characters)
@@ -196,8 +198,11 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
 
     facts: list[Fact] = []
     for scene_id, start, end in scenes:
+        skip = [(a, b) for a, b in headings if a < end and b > start]
         named: set[str] = set()  # named outside quotes in this scene: a relational descriptor may mean them
         for paragraph in split_paragraphs(book.text, start, end):
+            if in_spans(paragraph.start, skip):
+                continue
             quotes = quote_spans(paragraph)[0]
             for match in sentence_runs(book.text, paragraph.start, paragraph.end):
                 sentence = match.group()

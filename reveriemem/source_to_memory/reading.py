@@ -70,6 +70,13 @@ class BookReading:
     def candidates(self) -> list[Span]:
         return candidate_spans(self.paragraphs)
 
+    @cached_property
+    def heading_spans(self) -> list[tuple[int, int]]:
+        """Offsets of the paragraphs outside every candidate span: headings, chapter titles,
+        tables of contents, front matter and section breaks. No evidence unit is made of them."""
+        in_story = {index for span in self.candidates for index in span.paragraphs}
+        return [(p.start, p.end) for p in self.paragraphs if p.index not in in_story]
+
     def heuristic_scenes(self) -> list[Span]:
         keep = heuristic_boundaries(self.candidates)
         return split_long(merge_spans(self.candidates, keep), self.paragraphs, MAX_SCENE_WORDS)

@@ -19,10 +19,19 @@ from reveriemem.core.text import Paragraph, normalise_space
 SEGMENTER_VERSION = "scenes-v1"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
+# A heading word alone, or followed by its number ("Book and news dealers..." is prose).
 _HEADING_RE = re.compile(
-    rf"^(?:CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|Stave|VOLUME|Volume)\b\.?\s*(?:{_NUMBER}\b)?.*$"
+    rf"^(?:CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|Stave|VOLUME|Volume)\b\.?\s*(?:{_NUMBER}\b.*)?$"
 )
 _ROMAN_ONLY_RE = re.compile(r"^(?:[IVXLCDM]+|\d+)\.?$")
+_ITALIC_RE = re.compile(r"_[^_]*_")
+# A contents line that ends with its page number, or with dot leaders.
+_CONTENTS_LINE_RE = re.compile(r"(?:\.\s*){3,}\d*\s*$|\s\d{1,4}\s*$")
+# Words a title leaves in lower case ("What I Heard in the Apple Barrel").
+_TITLE_SMALL_WORDS = {
+    "a", "an", "the", "and", "or", "but", "nor", "of", "in", "on", "at", "to", "by", "for", "with", "from",
+    "into", "upon", "as", "is", "was", "be", "his", "her", "its", "my", "our", "their", "that", "than", "off",
+}
 _BREAK_RE = re.compile(r"^[*#~_=•·\-\s]+$")
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 _CUE_RE = re.compile(
@@ -61,23 +70,49 @@ class Span:
 
 def heading_strength(paragraph: Paragraph) -> int:
     """2 for a numbered heading (`CHAPTER IV`, `BOOK II`, `XII`), 1 for a short
-    all-capitals line (a chapter title, `DR. SEWARD'S DIARY`), 0 for prose."""
-    return heading_strength_text(normalise_space(paragraph.text))
-
-
-def heading_strength_text(text: str) -> int:
-    if len(text) > 160 or any(q in text for q in '"“”'):
-        return 0
-    if _HEADING_RE.match(text) or _ROMAN_ONLY_RE.match(text):
-        return 2
-    letters = [c for c in text if c.isalpha()]
-    if len(letters) >= 3 and not any(c.islower() for c in letters) and len(text.split()) <= 16:
+    capitals line (a chapter title, `DR. SEWARD'S DIARY`) or a block of
+    contents lines (each a capitals line or an entry ending in its page
+    number), 0 for prose."""
+    strength = heading_strength_text(normalise_space(paragraph.text))
+    if strength:
+        return strength
+    lines = [line.strip() for line in paragraph.text.splitlines() if line.strip()]
+    if len(lines) >= 2 and all(heading_strength_text(line) or _CONTENTS_LINE_RE.search(line) for line in lines):
         return 1
     return 0
 
 
+def heading_strength_text(text: str) -> int:
+    if len(text) > 200:
+        return 0
+    if _HEADING_RE.match(text) or _ROMAN_ONLY_RE.match(text):
+        return 2
+    if text[:1] in '"“' or (any(q in text for q in '"“”') and len(text.split()) < 4):
+        return 0  # a shout in capitals (“TOM!”) is speech
+    letters = [c for c in _ITALIC_RE.sub("", text) if c.isalpha()]
+    lower = sum(c.islower() for c in letters)
+    if len(letters) >= 3 and lower <= len(letters) // 25 and len(text.split()) <= 30:
+        return 1
+    return 0
+
+
+def is_title_line(text: str) -> bool:
+    """A short line in title case with no sentence end: the title under a
+    numbered heading ("What I Heard in the Apple Barrel", "“Pieces of Eight”")."""
+    text = normalise_space(text)
+    if text[:1] in "“\"" and text[-1:] in "”\"":
+        text = text[1:-1]
+    words = re.findall(r"[A-Za-z][\w'’-]*", text)
+    if not words or len(words) > 15 or len(text) > 120 or any(q in text for q in '"“”'):
+        return False
+    if text.endswith((".", "!", "?", ",", ";", ":")) or not words[0][0].isupper():
+        return False
+    return all(w[0].isupper() or w.lower() in _TITLE_SMALL_WORDS for w in words)
+
+
 def heading_flags(paragraphs: Sequence[Paragraph]) -> list[bool]:
-    """Which paragraphs are headings: numbered ones, and capitals lines next to them."""
+    """Which paragraphs are headings: numbered ones, capitals lines and
+    contents blocks next to them, and one title line right under a heading run."""
     strength = [heading_strength(p) for p in paragraphs]
     flags = [s == 2 for s in strength]
     for index, value in enumerate(strength):
@@ -89,6 +124,11 @@ def heading_flags(paragraphs: Sequence[Paragraph]) -> list[bool]:
             while k < len(strength) and strength[k] == 1:
                 k += 1
             flags[index] = (j >= 0 and strength[j] == 2) or (k < len(strength) and strength[k] == 2)
+    for index in range(1, len(paragraphs)):
+        if flags[index - 1] and not flags[index] and strength[index - 1] == 2 and is_title_line(
+            paragraphs[index].text
+        ):
+            flags[index] = True
     return flags
 
 
@@ -157,9 +197,12 @@ def _drop_front_matter(spans: list[Span], front_matter_words: int) -> list[Span]
     """Drop what precedes the first chapter with prose (title page, contents),
     unless untitled opening text is long enough to be the story itself."""
     chapter_words: dict[int, int] = {}
+    chapter_paragraphs: dict[int, int] = {}
     for span in spans:
         chapter_words[span.chapter] = chapter_words.get(span.chapter, 0) + span.words
-    real = [c for c, w in chapter_words.items() if c > 0 and w >= 60]
+        chapter_paragraphs[span.chapter] = chapter_paragraphs.get(span.chapter, 0) + len(span.paragraphs)
+    # A list of short lines (illustrations, a contents page set as paragraphs) is not prose.
+    real = [c for c, w in chapter_words.items() if c > 0 and w >= 60 and w >= 8 * chapter_paragraphs[c]]
     if not real:
         return spans
     first_real = min(real)

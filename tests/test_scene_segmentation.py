@@ -1,0 +1,79 @@
+"""Offline scene segmentation: headings and contents are not story text, scenes
+split where the place or time changes, and settings name only marked places."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reveriemem.core.text import split_paragraphs
+from reveriemem.source_to_memory.scenes import candidate_spans, heading_flags
+
+
+def _words(n: int, word: str = "word") -> str:
+    return " ".join([word] * n)
+
+
+def test_a_title_line_under_a_numbered_heading_is_part_of_the_heading():
+    text = "\n\n".join(["11", "What I Heard in the Apple Barrel", "“NO, not I,” said Silver. " + _words(80),
+                       "12", "“Pieces of Eight”", _words(80)])
+    spans = candidate_spans(split_paragraphs(text))
+    assert [s.chapter_title for s in spans] == ["11 What I Heard in the Apple Barrel", "12 “Pieces of Eight”"]
+    # a shout in capitals right under a heading stays speech
+    flags = heading_flags(split_paragraphs("\n\n".join(["CHAPTER I", "“TOM!”", _words(80)])))
+    assert flags == [True, False, False]
+
+
+def test_a_sentence_opening_with_book_or_part_is_prose():
+    paragraphs = split_paragraphs("\n\n".join([
+        "CHAPTER I", _words(80), "Book and news dealers, sellers of edibles, drinkables, and cigars, walked the aisles.",
+        _words(40),
+    ]))
+    assert heading_flags(paragraphs) == [True, False, False, False]
+    assert len({s.chapter for s in candidate_spans(paragraphs)}) == 1
+
+
+def test_contents_blocks_and_lists_of_illustrations_are_front_matter():
+    contents = "\n".join(f"     {n}.  THE {w} OF THE STORY . . . . . . . .  {10 * n}" for n, w in
+                         enumerate(["BEGINNING", "MIDDLE", "TURN", "END", "AFTERMATH", "RETURN", "CODA"], 1))
+    illustrations = "\n\n".join(["ILLUSTRATIONS", "Tom at Home", "Aunt Polly Beguiled", "A Good Opportunity",
+                                 "Who's Afraid", "Late Home"] * 5)
+    text = "\n\n".join(["CONTENTS", "PART ONE\n     The Beginning", contents, "CHAPTER XXXV. The End", illustrations,
+                        "PART ONE--The Beginning", "1", "The Old Sea-dog", "SQUIRE TRELAWNEY said. " + _words(100)])
+    spans = candidate_spans(split_paragraphs(text))
+    assert len(spans) == 1
+    assert spans[0].chapter_title == "1 The Old Sea-dog" and spans[0].words == 103
+
+
+def _shared_book(slug: str):
+    from reveriemem.core.registry import prepare_book
+    from reveriemem.source_to_memory.reading import BookReading
+    from tests.conftest import SHARED_BOOKS
+
+    path = SHARED_BOOKS / f"{slug}.txt"
+    if not path.exists():
+        pytest.skip("the shared books folder is not beside the checkout")
+    characters = Path(__file__).resolve().parents[1] / "reveriemem" / "data" / "characters" / f"{slug}.yaml"
+    book, _ = prepare_book(path, characters)
+    return BookReading(book)
+
+
+def test_no_evidence_unit_of_treasure_island_is_a_chapter_title_or_contents_line():
+    from reveriemem.source_to_memory.facts import evidence_units
+
+    reading = _shared_book("treasure-island")
+    scenes = reading.heuristic_scenes()
+    titles = {s.chapter_title.split(" ", 1)[1] for s in scenes if " " in s.chapter_title}
+    assert "What I Heard in the Apple Barrel" in titles and len({s.chapter for s in scenes}) == 34
+    triples = [(i, reading.paragraphs[s.first].start, reading.paragraphs[s.last].end)
+               for i, s in enumerate(scenes, start=1)]
+    units = evidence_units(reading.book, triples, {}, headings=reading.heading_spans)
+    assert units
+    # neither the title under "11" nor the contents line "11.  WHAT I HEARD IN THE APPLE BARREL . . .  70"
+    assert not [u.evidence for u in units if u.evidence in titles or "HEARD IN THE APPLE BARREL" in u.evidence]
+    # headings passed in are skipped even inside a scene's range
+    first = triples[0]
+    heading = next((a, b) for a, b in reading.heading_spans if a < first[1])
+    inside = evidence_units(reading.book, [(1, heading[0], first[2])], {}, headings=[heading])
+    assert inside and all(u.evidence_start >= heading[1] for u in inside)
