@@ -6,6 +6,8 @@ import re
 import dagster as dg
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from assets import personality as personality_assets
 from assets import scenes as scene_assets
@@ -16,7 +18,7 @@ from reveriemem.models import FakeModel, open_model
 from reveriemem.source_to_memory.clustering import behaviour_units, cluster_units
 from reveriemem.source_to_memory.dialogue_records import Context, Line, annotate_lines, emotion_transitions
 from reveriemem.source_to_memory.emotions import HEURISTIC_METHOD, read_utterance, utterance_act
-from reveriemem.source_to_memory.patterns import build_patterns, excerpts_of, pattern_rows
+from reveriemem.source_to_memory.patterns import build_patterns, excerpts_of, own_quote_spans, pattern_rows
 from reveriemem.source_to_memory.reading import BookReading
 from tests.conftest import write_book
 
@@ -409,3 +411,175 @@ def test_a_book_without_dialogue_builds_empty_layers(tmp_path):
     assert all(checks.values())
     assert metadata["personality_patterns"]["patterns"] == 0
     assert metadata["emotion_transitions"]["transitions"] == 0
+
+
+# -- own lines only ------------------------------------------------------------------
+
+TWO_SPEAKERS = """CHAPTER I. THE INN
+
+The rain had not stopped all evening when the door of the inn opened on the dark.
+
+"Who is there at this hour?" said Mara. "Come in out of the wet."
+
+"A traveller, that is all," said Tobin. "Only a tired traveller."
+
+"Then sit by the fire," said Mara. "Thank you, I will warm my hands first," said Tobin. "You are very kind to strangers tonight."
+
+"We are a harbour town," Mara replied. Tobin shook his head. "Harbours are full of thieves and liars."
+
+"Sit down and eat," said Mara. "I would rather stand by the window," he said.
+"""
+MARA_WORDS = ["Who is there at this hour?", "Come in out of the wet", "Then sit by the fire", "We are a harbour town",
+               "Sit down and eat"]
+TOBIN_WORDS = ["A traveller, that is all", "Only a tired traveller", "Thank you, I will warm my hands first",
+               "You are very kind to strangers tonight", "Harbours are full of thieves and liars",
+               "I would rather stand by the window"]
+
+
+def _book_records(book):
+    reading = BookReading(book)
+    scenes = reading.heuristic_scenes()
+    scene_of = {p: i + 1 for i, s in enumerate(scenes) for p in s.paragraphs}
+    lines = [Line(scene_of[u.paragraph], u.paragraph, u.start, u.end, u.speaker, u.speaker_label, u.text,
+                  u.addressees) for u in reading.utterances(scenes)]
+    names = {c.slug: c.name for c in book.characters}
+    result = annotate_lines(book.text, reading.paragraphs, lines, {i + 1: s.first for i, s in enumerate(scenes)},
+                            names, open_model("none"))
+    return reading, names, [
+        {"book": book.slug, "scene_id": line.scene_id, "paragraph": line.paragraph, "start": line.start,
+         "end": line.end, "speaker": line.speaker, "speaker_name": names[line.speaker], "addressees": line.addressees,
+         "text": line.text, "emotion": a.emotion, "intensity": a.intensity, "trigger": a.trigger,
+         "intent": a.intent, "act": a.act, "method": a.method, "error": a.error}
+        for line, a in zip(result.lines, result.annotations)
+    ]
+
+
+def _inn(tmp_path):
+    from reveriemem.core.registry import prepare_book
+
+    characters = tmp_path / "inn.yaml"
+    characters.write_text("characters:\n  - name: Mara Quell\n    aliases: [Mara]\n    gender: female\n"
+                          "  - name: Tobin Reddick\n    aliases: [Tobin]\n    gender: male\n", encoding="utf-8")
+    book, _ = prepare_book(write_book(tmp_path, TWO_SPEAKERS, name="inn.txt"), characters, slug="inn")
+    return book
+
+
+def test_a_paragraph_with_two_speakers_gives_each_character_only_their_own_words(tmp_path):
+    book = _inn(tmp_path)
+    reading, names, records = _book_records(book)
+    genders = {c.slug: c.gender for c in book.characters}
+    # the attribution gives the mixed paragraphs to Mara: the other speaker's quotes are in her records
+    mara_records = [r for r in records if r["speaker"] == "mara-quell"]
+    assert any("Thank you" in r["text"] for r in mara_records)
+    for slug, own, other in (("mara-quell", MARA_WORDS, TOBIN_WORDS), ("tobin-reddick", TOBIN_WORDS, MARA_WORDS)):
+        mine = [r for r in records if r["speaker"] == slug]
+        assert mine, slug
+        every = [e.text for index, r in enumerate(mine)
+                 for e in excerpts_of(book.text, reading.paragraphs[r["paragraph"]], r["start"], r["end"], index,
+                                      names[slug], genders[slug], names)]
+        assert every and all(any(e in line or line in e for line in own) for e in every), (slug, every)
+        assert not any(w in e for e in every for w in other)
+        result = build_patterns(book.text, reading.paragraphs, mine, names[slug], names, HashEmbedder(),
+                                open_model("none"), gender=genders[slug])
+        rows = pattern_rows(book.slug, slug, names[slug], result)
+        excerpts = [e for row in rows for e in row["excerpts"]]
+        assert excerpts and not any(w in e for e in excerpts for w in other), (slug, excerpts)
+        assert not any(w.split(",")[0] in row["description"] for row in rows for w in other if len(w) > 20)
+    mara = [e.text for index, r in enumerate(mara_records)
+            for e in excerpts_of(book.text, reading.paragraphs[r["paragraph"]], r["start"], r["end"], index,
+                                 "Mara Quell", "female", names)]
+    assert {"Then sit by the fire", "We are a harbour town", "Sit down and eat"} <= set(mara)
+
+
+def test_own_quote_spans_follow_tags_beats_and_pronouns():
+    names = {"mara": "Mara Quell", "tobin": "Tobin Reddick"}
+
+    def own(text, name, gender):
+        paragraph = split_paragraphs(text)[0]
+        return [text[a:b].strip('"“”,. ') for a, b in own_quote_spans(text, paragraph, paragraph.start, paragraph.end,
+                                                                      name, gender, names)]
+
+    # one speaker throughout: every quote is theirs, whatever pronoun tags continue it
+    assert own('"Sit down," said Mara. "And shut the door," she added. "Now."', "Mara Quell", "female") == [
+        "Sit down", "And shut the door", "Now"]
+    assert own('“Poison,” said Mr. Quell curtly. “One other thing,” he added.', "Tobin Quell", "male") == [
+        "Poison", "One other thing"]
+    # two speakers: tags, a beat, the narrator, a pronoun of the other gender
+    assert own('"Come in," said Mara. "Thank you," said Tobin. "It is cold."', "Mara Quell", "female") == ["Come in"]
+    assert own('"Come in," said Mara. "Thank you," said Tobin. "It is cold."', "Tobin Reddick", "male") == [
+        "Thank you", "It is cold"]
+    assert own('"Come in," Mara said. Tobin shook his head. "I will not."', "Mara Quell", "female") == ["Come in"]
+    assert own('"But how," said I. "Ah," Tobin answered. "Thus."', "Tobin Reddick", "male") == ["Ah", "Thus"]
+    assert own('"Already?" I remonstrated. "Enough," said Tobin.', "Tobin Reddick", "male") == ["Enough"]
+    assert own('"Sit," said Mara. "I would rather stand," he said.', "Mara Quell", "female") == ["Sit"]
+    assert own('"Certain, sir," replied the engineer. "We must go." "I will consider," replied Mr. Quell.',
+               "Mara Quell", "female") == ["I will consider"]
+
+
+_FIRST = ["Mara", "Tobin", "Ansel", "Elspeth", "Corwen"]
+_LINE_WORDS = st.lists(st.sampled_from(["the", "tide", "ledger", "is", "late", "come", "home", "never", "again",
+                                        "north", "quay", "lamp", "why", "now"]), min_size=2, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(turns=st.lists(st.tuples(st.integers(0, 1), _LINE_WORDS, st.sampled_from(["said", "asked", "replied"]),
+                                st.booleans()), min_size=2, max_size=5),
+       pair=st.permutations(_FIRST).map(lambda names: names[:2]))
+def test_no_character_keeps_a_tagged_line_of_another_speaker(turns, pair):
+    """Any paragraph of named, tagged quotes: a character keeps only the quotes tagged with their name."""
+    parts, spoken = [], []
+    for who, words, verb, name_first in turns:
+        name = pair[who]
+        line = " ".join(words).capitalize()
+        parts.append(f'"{line}," {name} {verb}.' if name_first else f'"{line}," {verb} {name}.')
+        spoken.append((who, line))
+    text = " ".join(parts)
+    paragraph = split_paragraphs(text)[0]
+    names = {n.lower(): f"{n} Vale" for n in _FIRST}
+    for who in (0, 1):
+        kept = [text[a:b].strip('",') for a, b in own_quote_spans(text, paragraph, paragraph.start, paragraph.end,
+                                                                  f"{pair[who]} Vale", None, names)]
+        speakers = {w for w, _ in spoken}
+        if speakers == {who} or who in speakers:
+            assert kept == [line for w, line in spoken if w == who]
+        else:
+            assert not kept or len(speakers) == 1
+
+
+def test_every_demo_excerpt_is_a_quote_its_character_speaks(built_demo):
+    """On the built demo: every excerpt of every pattern lies inside one quote of an utterance attributed to that
+    character, and that quote's own speech tag (read by the dialogue attribution) names no one else."""
+    import polars as pl
+
+    from reveriemem.core.registry import load_book
+    from reveriemem.core.settings import data_home, lancedb_uri
+    from reveriemem.core.storage import LanceStore, ParquetStore, PartitionRef
+    from reveriemem.source_to_memory import dialogue
+
+    book = load_book(built_demo)
+    reading = BookReading(book)
+    utterances = ParquetStore(data_home() / "parquet").read("utterances", PartitionRef(built_demo))
+    gender = {c.slug: c.gender for c in book.characters}
+    checked = 0
+    for character in book.characters:
+        rows = LanceStore(lancedb_uri()).read("personality_patterns", PartitionRef(built_demo, character.slug))
+        mine = utterances.filter(pl.col("speaker") == character.slug).to_dicts()
+        for row in rows.drop("vector").to_dicts():
+            for text, start in zip(row["excerpts"], row["excerpt_starts"]):
+                assert book.text[start:start + len(text)] == text
+                assert any(text in u["text"] for u in mine), (character.slug, text)
+                home = next((u for u in mine if u["start"] <= start and start + len(text) <= u["end"]), None)
+                assert home is not None, (character.slug, text)
+                paragraph = reading.paragraphs[home["paragraph"]]
+                spans, _ = dialogue.quote_spans(paragraph)
+                quote = next((s for s in spans if s[0] <= start and start + len(text) <= s[1]), None)
+                assert quote is not None, f"{character.slug}: {text!r} is not inside one quote"
+                alone = dialogue.Utterance(paragraph.index, quote[0], quote[1], "", None, None, "none")
+                dialogue._attribute_by_tag(alone, book.text, dialogue.narration_fragments(paragraph, spans), [quote],
+                                           reading.mentions_by_paragraph.get(paragraph.index, []), gender, [],
+                                           reading.narrator_at.get(paragraph.index))
+                assert alone.method == "none" or alone.speaker in (character.slug, None) and (
+                    alone.speaker == character.slug or not alone.speaker_label
+                    or alone.speaker_label.startswith("?")), (character.slug, text, alone.speaker_label)
+                checked += 1
+    assert checked >= 10

@@ -12,6 +12,17 @@ or, offline or when the output never parses, by a template from the dominant
 emotion, intensity, acts, addressee and characteristic words
 (`heuristic:pattern-v1`). The description is embedded for retrieval. No
 utterances, no patterns.
+
+Own lines only. The dialogue attribution gives a paragraph's quoted speech
+to one speaker, but a paragraph may hold two speakers' lines ("Sit down,"
+said Mara. "I would rather stand," said Tobin.). `own_quote_spans` reads
+each quote's own speech tag (or the action beat before it), groups the
+quotes into turns, and keeps only the character's turn: the turn naming the
+character, else the first tagged turn (the tag the attribution followed); a
+turn naming another focus character, or a pronoun of the other gender after
+the character's name, is someone else's and is withheld. Excerpts, the
+characteristic words and the lines a model is shown come from those quotes
+only, never from another speaker's quote or the narration around them.
 """
 
 from __future__ import annotations
@@ -40,7 +51,7 @@ from reveriemem.source_to_memory.clustering import (
     profile,
     unit_norm,
 )
-from reveriemem.source_to_memory.dialogue import quote_spans
+from reveriemem.source_to_memory.dialogue import SPEECH_VERBS, narration_fragments, quote_spans
 from reveriemem.source_to_memory.emotions import ACTS
 
 log = logging.getLogger(__name__)
@@ -89,21 +100,168 @@ class Pattern:
 
 
 
+# -- the character's own quotes ---------------------------------------------------
+
+_VERB = rf"(?:{SPEECH_VERBS})"
+_TITLE = (r"(?:Mr|Mrs|Miss|Dr|Doctor|Captain|Professor|Lord|Lady|Sir|Madam|Father|Mother|Aunt|Uncle|Colonel|"
+          r"Inspector|Sergeant|Squire)\.?\s+")
+_NAME = rf"(?:{_TITLE})?[A-Z][a-z'’]+(?:\s+[A-Z][a-z'’]+)?"
+_DESCRIPTOR = r"(?:the|my|our|his|her|their)\s+(?:[a-z]+\s+)?[a-z]+"
+_SUBJECT = rf"(?:\b(?:he|she|I)\b|{_DESCRIPTOR}|(?:the\s+)?{_NAME})"
+_ADVERB = r"(?:\w+ly\s+)?"
+# the clause right after a quote: `, said Mara` / `, Mara said` / `, he continued`
+_TAG_AFTER = (re.compile(rf"^[\s,;:—–-]*{_ADVERB}{_VERB}\s+({_SUBJECT})"),
+              re.compile(rf"^[\s,;:—–-]*({_SUBJECT})\s+{_ADVERB}{_VERB}\b"))
+# the clause right before a quote: `Mara said, ` / `said Mara: `
+_TAG_BEFORE = (re.compile(rf"({_SUBJECT})\s+{_ADVERB}{_VERB}[\s,:—–-]*$"),
+               re.compile(rf"\b{_VERB}\s+({_SUBJECT})[\s,:—–-]*$"))
+# after a quote closed by a comma, ! or ?, any `Subject verbed` is its tag (`"Already?" I remonstrated`)
+_LOOSE_TAG_AFTER = (re.compile(rf"^[\s—–-]*({_SUBJECT})\s+{_ADVERB}[a-z]+ed\b"),)
+# an action beat: a sentence whose subject is a name or a pronoun (`Tobin shook his head.`)
+_BEAT = re.compile(rf"^\s*((?:\b(?:He|She|I)\b)|(?:The\s+)?{_NAME})\s+(?:did\s+not\s+|had\s+|was\s+)?[a-z]+")
+_NOT_SUBJECTS = {
+    "It", "They", "We", "You", "The", "A", "An", "And", "But", "Then", "So", "Yes", "No", "Oh", "Well", "Now",
+    "There", "Here", "This", "That", "What", "Why", "How", "When", "Who", "His", "Her", "My", "Our", "Your",
+    "Their", "As", "At", "In", "On", "If", "For", "With", "After", "Before", "Still", "Again", "At last",
+}
+_PRONOUN_GENDER = {"he": "male", "she": "female"}
+SELF = "<self>"
+
+
+_ABBREVIATION = r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)"  # "said Mr. Fogg" is one clause
+
+
+def _first_clause(text: str, a: int, b: int) -> str:
+    stop = re.search(rf"{_ABBREVIATION}[.!?;:]", text[a:b])
+    return text[a:a + (stop.start() if stop else b - a)]
+
+
+def _last_clause(text: str, a: int, b: int) -> str:
+    fragment = text[a:b].rstrip()
+    starts = [m.end() for m in re.finditer(rf"{_ABBREVIATION}[.!?;]\s", fragment)]
+    return fragment[starts[-1] if starts else 0:]
+
+
+def _tag_subject(clause: str, patterns: Sequence[re.Pattern[str]]) -> str | None:
+    for pattern in patterns:
+        found = pattern.search(clause)
+        if found:
+            subject = normalise_space(found.group(1))
+            words = subject.split()
+            if words[0] in _NOT_SUBJECTS and words[0] not in ("The",):
+                continue
+            if words[0] == "The" and len(words) == 1:
+                continue
+            return subject
+    return None
+
+
+def _beat_subject(text: str, a: int, b: int) -> str | None:
+    """The subject of the last sentence of a narration fragment, when it is a beat by a person."""
+    sentence = _last_clause(text, a, b)
+    found = _BEAT.match(sentence)
+    if not found:
+        return None
+    subject = normalise_space(found.group(1))
+    if subject.split()[0] in _NOT_SUBJECTS:
+        return None
+    return subject
+
+
+def _name_words(name: str) -> set[str]:
+    titles = re.compile(rf"^{_TITLE}$")
+    return {w.lower() for w in _WORDS.findall(name) if not titles.match(w + " ") and len(w) > 1}
+
+
+def _key(subject: str, own: set[str], others: dict[str, set[str]]) -> str:
+    """Who a tag's subject is: `SELF`, `other:<slug>` (another focus character by name), or the subject itself."""
+    if subject in ("he", "she", "I", "He", "She"):
+        return subject.lower() if subject != "I" else "I"
+    words = {w.lower() for w in _WORDS.findall(re.sub(rf"^(?:the\s+)?{_TITLE}", "", subject))}
+    if words & own:
+        return SELF
+    for slug, name in others.items():
+        if words & name:
+            return f"other:{slug}"
+    return subject.lower()
+
+
+def own_quote_spans(text: str, paragraph: Paragraph, start: int, end: int, name: str | None = None,
+                    gender: str | None = None, names: dict[str, str] | None = None) -> list[tuple[int, int]]:
+    """The quotes of a paragraph inside `[start, end)` that the character speaks.
+
+    Each quote takes the subject of its own speech tag (the clause right
+    before it, else the clause right after it), or of an action beat in the
+    narration just before it; an untagged quote continues the turn before it
+    (the first ones, the first tagged turn), and a he/she tag continues the
+    turn before it unless its gender is not the character's. With one
+    speaker in the paragraph every quote is theirs; with more, only the turn
+    naming the character (`name`), else the first tagged turn not naming
+    another focus character (`names`, slug -> name), is kept.
+    """
+    spans = [(a, b) for a, b in quote_spans(paragraph)[0] if a >= start and b <= end]
+    if len(spans) < 2:
+        return spans
+    fragments = narration_fragments(paragraph, spans)
+    after = {a: (a, b) for a, b in fragments}  # fragment starting where a quote ends
+    before = {b: (a, b) for a, b in fragments}  # fragment ending where a quote starts
+    own = _name_words(name) if name else set()
+    others = {slug: _name_words(n) for slug, n in (names or {}).items() if not name or n != name}
+    others = {slug: words - own for slug, words in others.items() if words - own}
+    subjects: list[str | None] = []
+    for i, (a, b) in enumerate(spans):
+        subject = None
+        lead = before.get(a)
+        if lead is not None:
+            first_clause_used = i > 0 and _tag_subject(_first_clause(text, *lead), _TAG_AFTER) is not None
+            last = _last_clause(text, *lead)
+            if not (first_clause_used and last.strip() == _first_clause(text, *lead).strip()):
+                subject = _tag_subject(last, _TAG_BEFORE)
+        if subject is None and b in after:
+            clause = _first_clause(text, *after[b])
+            subject = _tag_subject(clause, _TAG_AFTER)
+            if subject is None and re.search(r"[,!?—–-]\s*[\"”’']*$", text[a:b]):
+                subject = _tag_subject(clause, _LOOSE_TAG_AFTER)
+        if subject is None and lead is not None and re.search(r"[.!?]", text[lead[0]:lead[1]]):
+            subject = _beat_subject(text, *lead)
+        subjects.append(subject)
+    keys: list[str | None] = []
+    current: str | None = None
+    for subject in subjects:
+        if subject is not None:
+            key = _key(subject, own, others)
+            wanted = _PRONOUN_GENDER.get(key)
+            if wanted is not None and current is not None:
+                if current == SELF and gender in ("male", "female") and gender != wanted:
+                    key = f"other:{key}"
+                elif current in _PRONOUN_GENDER and current != key:
+                    pass  # he after she: a second speaker
+                else:
+                    key = current
+            current = key
+        keys.append(current)
+    tagged = [k for k in keys if k is not None]
+    if len(set(tagged)) <= 1:
+        return spans
+    filled = [k if k is not None else tagged[0] for k in keys]
+    owner = SELF if SELF in filled else next((k for k in filled if not k.startswith("other:")), None)
+    return [span for span, key in zip(spans, filled) if key == owner]
+
+
 # -- excerpts ------------------------------------------------------------
 
 
-def excerpts_of(text: str, paragraph: Paragraph, start: int, end: int, record: int) -> list[Excerpt]:
-    """The verbatim pieces of one utterance's quoted speech, each at most `MAX_EXCERPT_WORDS` words.
+def excerpts_of(text: str, paragraph: Paragraph, start: int, end: int, record: int, name: str | None = None,
+                gender: str | None = None, names: dict[str, str] | None = None) -> list[Excerpt]:
+    """The verbatim pieces of one utterance's quoted speech that the character speaks (`own_quote_spans`),
+    each at most `MAX_EXCERPT_WORDS` words.
 
     A quote is stripped of its marks, surrounding space and a trailing comma
     or dash (the place of a speech tag); a long quote is cut into runs of
     whole sentences (a single overlong sentence is cut at a word).
     """
     out: list[Excerpt] = []
-    spans, _ = quote_spans(paragraph)
-    for a, b in spans:
-        if a < start or b > end:
-            continue
+    for a, b in own_quote_spans(text, paragraph, start, end, name, gender, names):
         while a < b and text[a] in "\"“‘' \t\r\n":
             a += 1
         while b > a and text[b - 1] in "\"”’' \t\r\n,;:—–-":
@@ -229,16 +387,26 @@ def build_patterns(
     handle: ModelHandle,
     on_pattern: Callable[[int], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    gender: str | None = None,
 ) -> CharacterPatterns:
-    """One character's patterns from their dialogue records (any order; sorted here by offset)."""
+    """One character's patterns from their dialogue records (any order; sorted here by offset).
+
+    Excerpts, characteristic words and the lines shown to a model come only from the quotes the
+    character speaks (`own_quote_spans`; `gender` helps tell a he/she tag from theirs)."""
     ordered = sorted(records, key=lambda r: r["start"])
     units = behaviour_units(ordered)
     by_index = {p.index: p for p in paragraphs}
     excerpts: list[Excerpt] = []
+    own_texts: list[str] = []
     for index, record in enumerate(ordered):
         paragraph = by_index.get(int(record["paragraph"]))
-        if paragraph is not None:
-            excerpts.extend(excerpts_of(text, paragraph, int(record["start"]), int(record["end"]), index))
+        if paragraph is None:
+            own_texts.append(str(record["text"]))
+            continue
+        start, end = int(record["start"]), int(record["end"])
+        own = own_quote_spans(text, paragraph, start, end, name, gender, names)
+        own_texts.append(" ".join(text[a:b].strip('"“” \r\n') for a, b in own))
+        excerpts.extend(excerpts_of(text, paragraph, start, end, index, name, gender, names))
     if not units:
         if on_start is not None:
             on_start(0)
@@ -259,7 +427,7 @@ def build_patterns(
     line_features = (combine(line_vectors, record_profiles[[e.record for e in excerpts]])
                      if excerpts else np.zeros((0, unit_vectors.shape[1]), dtype=np.float32))
     unit_of_record = {r: u for u, unit in enumerate(units) for r in unit.records}
-    unit_texts = [" ".join(ordered[r]["text"] for r in unit.records) for unit in units]
+    unit_texts = [" ".join(own_texts[r] for r in unit.records) for unit in units]
     name_words = frozenset(w.lower() for n in (name, *names.values()) for w in _WORDS.findall(n))
 
     patterns: list[Pattern] = []
@@ -278,10 +446,11 @@ def build_patterns(
     failures: list[str] = []
     for number, pattern in enumerate(patterns, start=1):
         members = [ordered[r] for u in pattern.units for r in units[u].records]
-        words = characteristic_words([ordered[r]["text"] for u in pattern.units for r in units[u].records], unit_texts,
+        words = characteristic_words([own_texts[r] for u in pattern.units for r in units[u].records], unit_texts,
                                      exclude=name_words)
         fallback = template_description(members, names, words)
-        if program is None:
+        own_members = [r for u in pattern.units for r in units[u].records if own_texts[r]]
+        if program is None or not own_members:  # no line of their own to show a model
             pattern.description = fallback
         else:
             centre = centroid(unit_vectors[pattern.units])
@@ -289,7 +458,7 @@ def build_patterns(
             nearest = sorted((i for i, e in enumerate(excerpts) if e.record in member_set),
                              key=lambda i: -float(line_features[i] @ centre))[:PROMPT_LINES]
             lines = [prompt_line(excerpts[i].text, ordered[excerpts[i].record]) for i in nearest] or [
-                prompt_line(str(m["text"]), m) for m in members[:PROMPT_LINES]]
+                prompt_line(own_texts[r], ordered[r]) for r in own_members[:PROMPT_LINES]]
             try:
                 prediction = run_program(handle, program, character=name, lines=lines)
                 description = normalise_space(str(prediction.description or ""))
