@@ -77,3 +77,26 @@ def test_no_evidence_unit_of_treasure_island_is_a_chapter_title_or_contents_line
     heading = next((a, b) for a, b in reading.heading_spans if a < first[1])
     inside = evidence_units(reading.book, [(1, heading[0], first[2])], {}, headings=[heading])
     assert inside and all(u.evidence_start >= heading[1] for u in inside)
+
+
+def test_scenes_split_where_the_party_travels_or_time_moves_on():
+    from reveriemem.source_to_memory.scenes import heuristic_boundaries, merge_spans
+
+    text = "\n\n".join([
+        "CHAPTER I.", _words(350),
+        "“Get your hat,” he said. A minute later we were both in a hansom, driving for the Brixton Road.",
+        "It was a foggy, cloudy morning at the house. " + _words(350),
+        "He went to the window and looked out. " + _words(30),  # across the room: the scene goes on
+        "He was now alone in the car, and the Elder reminded him that, two years after, a man came. "
+        + _words(30),  # a time told, not a time shift
+        "Still more shaken was he next morning. " + _words(350),
+    ])
+    paragraphs = split_paragraphs(text)
+    spans = candidate_spans(paragraphs)
+    assert [(s.boundary, s.cue) for s in spans] == [
+        ("start", ""), ("place", "we were both in a hansom"), ("time", "next morning")]
+    assert len(merge_spans(spans, heuristic_boundaries(spans))) == 3
+    # a shift that would leave a fragment is not kept offline
+    short = candidate_spans(split_paragraphs("\n\n".join(["CHAPTER I.", _words(100),
+                                                          "Still more shaken was he next morning. " + _words(400)])))
+    assert heuristic_boundaries(short) == [True, False]

@@ -1,8 +1,11 @@
 """Deterministic scene segmentation: candidate spans and the offline scenes.
 
-Chapter headings are hard boundaries. Inside a chapter, explicit breaks
-(`* * *`) and transition cues at a paragraph's start ("The next morning",
-"Meanwhile", a diary date) open candidate spans. The paper's LLM step merges
+Chapter headings are hard boundaries; a title line under a heading, contents
+blocks and front matter are not story text. Inside a chapter, explicit breaks
+(`* * *`), transition cues at a paragraph's start ("The next morning",
+"Meanwhile", a diary date) and changes of place or time read in narration (a
+time shift or an arrival opening a paragraph, the narrating party setting off
+on a journey at the end of the one before) open candidate spans. The paper's LLM step merges
 contiguous candidates that belong to one dramatic unit; offline, a candidate
 boundary is kept when both sides are long enough to be scenes of their own,
 and over-long scenes are split at the paragraph nearest their middle.
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v1"
+SEGMENTER_VERSION = "scenes-v2"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -46,6 +49,67 @@ _CUE_RE = re.compile(
     rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|(?:{_MONTHS})\s+\d{{1,2}}\b"
     r")",
 )
+
+# Where the place or time changes inside a chapter, read in narration (quotes removed):
+# the first sentence of a paragraph names a time shift or an arrival, or the last
+# sentence of the paragraph before sets the narrating party travelling.
+_QUOTED_RE = re.compile(r"“[^”]*(?:”|$)|\"[^\"]*(?:\"|$)")
+_SENTENCE_END_RE = re.compile(r"(?<!\bMr)(?<!\bMrs)(?<!\bDr)(?<!\bSt)(?<!\bNo)[.!?]+[’'”\")\]]*\s+(?=[A-Z_(])")
+_PARTY = r"(?:we|I|they|he|she|[A-Z][a-z]+(?:\s+and\s+(?:his|her|[A-Z][a-z]+)(?:\s+\w+)?)?)"
+_VEHICLE = r"(?:cab|hansom|carriage|train|boat|brougham|four-wheeler|coach|gig|trap|wagon|skiff|canoe|steamer|sledge)"
+_TIME_SHIFT_RE = re.compile(
+    r"\b(?:(?:the\s+)?(?:next|following)\s+(?:morning|day|evening|night|afternoon)"
+    r"|(?:that|this)\s+(?:same\s+)?(?:evening|night|afternoon)"
+    r"|(?:an?|one|two|three|four|five|six|seven|some|several|few|half\s+an|many)\s+(?:hours?|days?|weeks?|months?|years?)"
+    r"\s+(?:later|afterwards?|after|had\s+(?:passed|elapsed|gone\s+by))"
+    r"|on\s+the\s+(?:morning|evening|day|night|afternoon)\s+(?:which|that)\s+followed"
+    r"|on\s+the\s+(?:very|same|following|next)\s+(?:day|morning|evening|night|afternoon)"
+    r"|it\s+was\s+(?:\w+\s+){0,3}o[’']clock\s+when)\b",
+    re.IGNORECASE,
+)
+_ARRIVAL_RE = re.compile(
+    rf"\b(?:{_PARTY}\s+(?:had\s+)?(?:arrived|came)\s+(?:at|in)\s|(?:arriving|on\s+arriving)\s+(?:at|in)\s"
+    rf"|(?:when|as\s+soon\s+as|on|after)\s+(?:{_PARTY}\s+)?(?:had\s+)?(?:reached|reaching|arrived|arriving|got\s+to)\b"
+    r"|found\s+(?:ourselves|myself|themselves)\s+(?:once\s+more\s+)?(?:in|at|on|before)\b"
+    r"|(?:drew|pulled)\s+up\s+(?:at|before|in\s+front\s+of)\b)"
+)
+_DEPARTURE_RE = re.compile(
+    rf"\b(?:(?:we|I|they)\s+(?:were|was)\s+(?:both\s+|all\s+|soon\s+|once\s+more\s+)?(?:in|into|seated\s+in)\s+"
+    rf"(?:a|the|our|an)\s+(?:\w+\s+)?{_VEHICLE}"
+    rf"|{_PARTY}\s+(?:drove|rattled|rode|sailed|set\s+(?:off|out)|started)\s+(?:off\s+|away\s+|back\s+|on\s+)?(?:for|to|towards?)\b"
+    rf"|{_PARTY}\s+(?:hurried|walked|went|made\s+(?:our|their|his|her)\s+way)\s+(?:off\s+|away\s+|back\s+|on\s+)?"
+    r"(?:to|towards?|home)\b(?!\s+(?:the|his|her|my|our|a)\s+(?:window|door|table|fire|fireplace|desk|bed|chair|shelf|side))"
+    r"(?!\s+(?:him|her|them|me|us|it)\b))"
+)
+_WALK_RE = re.compile(r"\b(?:hurried|walked|went|made)\b")  # going across the room or to someone: the scene goes on
+_TIME_SHIFT_OPENS_WITHIN = 40  # characters into the first sentence: later on, a time is part of what is told
+
+
+def _narration(text: str) -> str:
+    return normalise_space(_QUOTED_RE.sub(" ", text))
+
+
+def shift_cue(paragraph: Paragraph, previous: Paragraph | None) -> tuple[str, str]:
+    """(`time` or `place`, the words) when a paragraph opens a new time or
+    place: a time shift, an arrival or the party travelling in its first
+    sentence of narration, or the party setting off in the last sentence of
+    the paragraph before it. A paragraph that opens with speech opens nothing."""
+    text = normalise_space(paragraph.text)
+    if text[:1] in "“\"'‘":
+        return "", ""
+    first = _SENTENCE_END_RE.split(_narration(text), maxsplit=1)[0]
+    match = _TIME_SHIFT_RE.search(first, 0, _TIME_SHIFT_OPENS_WITHIN + 40)
+    if match and match.start() <= _TIME_SHIFT_OPENS_WITHIN:
+        return "time", match.group(0).strip()
+    match = _ARRIVAL_RE.search(first) or _DEPARTURE_RE.search(first)
+    if match:
+        return "place", match.group(0).strip()
+    if previous is not None:
+        last = _SENTENCE_END_RE.split(normalise_space(previous.text))[-1]
+        match = _DEPARTURE_RE.search(_narration(last)) if last[:1] not in "“\"'‘" else None
+        if match and match.group(0).split()[0] in ("we", "I", "We") and not _WALK_RE.search(match.group(0)):
+            return "place", match.group(0).strip()
+    return "", ""
 
 
 @dataclass
@@ -159,10 +223,11 @@ def candidate_spans(
     heading_run: list[str] = []
     pending_boundary = "start"
     headings = heading_flags(paragraphs)
+    previous: Paragraph | None = None
     for paragraph in paragraphs:
         if headings[paragraph.index - paragraphs[0].index]:
             heading_run.append(normalise_space(paragraph.text))
-            current = None
+            current, previous = None, None
             continue
         if heading_run:
             chapter += 1
@@ -175,10 +240,13 @@ def candidate_spans(
             if pending_boundary != "chapter":
                 pending_boundary = "break"
             continue
-        cue = transition_cue(paragraph)
+        cue, kind = transition_cue(paragraph), "cue"
+        if not cue:
+            kind, cue = shift_cue(paragraph, previous)
+        previous = paragraph
         if current is not None and cue:
             current = None
-            pending_boundary = "cue"
+            pending_boundary = kind
         elif current is not None and current.words >= chunk_words:
             current = None
             pending_boundary = "chunk"
