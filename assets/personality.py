@@ -109,7 +109,7 @@ def personality_patterns(context: dg.AssetExecutionContext, lm: LanguageModel, e
     step = f"personality_patterns[{character.slug}]"
     result = build_patterns(
         book.text, reading.paragraphs, mine.to_dicts(), character.name, {c.slug: c.name for c in book.characters},
-        embedder.embedder(), handle,
+        embedder.embedder(), handle, gender=character.gender,
         on_start=lambda total: progress.step_started(book.slug, step, total),
         on_pattern=lambda number: progress.unit_done(book.slug, step),
     )
