@@ -100,3 +100,19 @@ def test_scenes_split_where_the_party_travels_or_time_moves_on():
     short = candidate_spans(split_paragraphs("\n\n".join(["CHAPTER I.", _words(100),
                                                           "Still more shaken was he next morning. " + _words(400)])))
     assert heuristic_boundaries(short) == [True, False]
+
+
+@pytest.mark.parametrize("opening, location", [
+    ("We met next day and inspected the rooms at No. 221B, Baker Street.", "Baker Street"),
+    ("He would never kneel in His presence again.", ""),
+    ("All the evidence pointed at Sherlock Holmes.", ""),
+    ("The pilgrims saw nothing of the Land for a day.", ""),
+    ("I was standing at the Criterion Bar, when some one tapped me on the shoulder.", "the Criterion Bar"),
+    ("“We shall meet at Paris,” he said, and sat down in the sitting-room.", "the sitting-room"),
+    ("He went on in every way--the house was empty.", ""),
+    ("Bad weather in May kept them at home.", ""),
+])
+def test_offline_locations_are_marked_places_or_empty(opening: str, location: str):
+    from reveriemem.source_to_memory.reading import heuristic_setting
+
+    assert heuristic_setting(opening, ["Sherlock Holmes", "Holmes", "Doctor Watson"]).location == location

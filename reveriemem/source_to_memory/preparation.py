@@ -82,9 +82,10 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
     settings: list[Setting] = []
     setting_methods: list[str] = []
     setting_program = scene_setting_program() if handle.lm is not None else None
+    names = [n for c in reading.book.characters for n in (c.name, *c.aliases)]
     for scene in scenes:
         text = span_text(reading, scene)
-        guess = heuristic_setting(text)
+        guess = heuristic_setting(text, names)
         if setting_program is None:
             settings.append(guess)
             setting_methods.append(HEURISTIC_METHOD)

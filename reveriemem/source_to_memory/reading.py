@@ -5,12 +5,12 @@ registered `Book`; the Dagster assets and the LLM steps build on these."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from reveriemem.core.registry import Book
-from reveriemem.core.text import Paragraph, normalise_space, split_paragraphs
+from reveriemem.core.text import FUNCTION_WORDS, Paragraph, normalise_space, split_paragraphs
 from reveriemem.source_to_memory.deaths import death_offsets
 from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
 from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, Mention
@@ -21,6 +21,7 @@ from reveriemem.source_to_memory.scenes import (
     candidate_spans,
     heuristic_boundaries,
     merge_spans,
+    narration,
     split_long,
 )
 
@@ -99,12 +100,32 @@ class BookReading:
         ]
 
 
-_PLACE_RE = re.compile(
-    r"\b(?:in|at|into|inside|on board|aboard|outside)\s+((?:the\s+)?(?:[A-Z][\w'’-]+(?:\s+(?:of\s+)?[A-Z][\w'’-]+)*"
-    r"|[a-z]+\s+(?:room|hall|office|house|street|station|laboratory|ship|inn|church|garden|road|harbour|"
-    r"quay|wharf|court|castle|cabin|deck|study|parlour|kitchen|square|lane|yard|shop|bank|club|asylum|"
-    r"hotel|school|cave|island|stockade|river|forest|wood|chapel|cellar|library)))"
+_PLACE_WORDS = (
+    r"(?:room|rooms|hall|office|house|street|road|station|laboratory|ship|inn|church|garden|gardens|harbour|quay|"
+    r"wharf|court|castle|cabin|deck|study|parlour|kitchen|square|lane|yard|shop|bank|club|asylum|hotel|school|"
+    r"cave|island|stockade|river|forest|wood|chapel|cellar|library|bar|tavern|hospital|prison|cottage|farm|"
+    r"camp|village|town|city|port|bay|beach|shore|valley|mountain|plain|desert|train|car|steamer|schooner|"
+    r"boat|cab|carriage|churchyard|graveyard|tomb|abbey|cathedral|theatre|consulate|pagoda|temple|market|"
+    r"bridge|gate|tower|attic|bedroom|drawing-room|sitting-room|dining-room|chamber|ward|barn|mill)"
 )
+_WORD = r"[a-z][a-z'’]*(?:-[a-z]+)*"  # single hyphens only: "--" is a dash between words
+_NAME = r"[A-Z][\w'’]*(?:-[A-Za-z]+)*"
+# A preposition of place (and a house number: "at No. 221B, Baker Street"), then a place-word phrase
+# or a capitalised name.
+_PLACE_RE = re.compile(
+    r"\b(?:in|at|into|inside|outside|on board|aboard|near|reached|entered)\s+(?:(?:No\.\s+)?\d+\w*,?\s+)?"
+    rf"((?:(?:the|a|an|his|her|their|our|my)\s+)?(?:{_WORD}\s+){{0,2}}(?:{_WORD}-)?{_PLACE_WORDS}\b"
+    rf"|(?:the\s+)?{_NAME}(?:\s+(?:of\s+(?:the\s+)?)?{_NAME})*)"
+)
+_CAPITALISED_PLACE_WORD = re.compile(rf"\b{_PLACE_WORDS.replace('(?:', '(?i:', 1)}$")
+_POSSESSIVE = re.compile(r"['’]s?$")
+# Capitalised words that open sentences, address or title people, or name no place.
+_NOT_PLACES = {
+    "I", "No", "Mr", "Mrs", "Miss", "Dr", "Sir", "Lord", "Lady", "Captain", "Colonel", "God", "English",
+    "French", "German", "Latin", "Spanish", "Arabic", "Christian", "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December", "Monday", "Tuesday", "Wednesday",
+    "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Yes", "Oh",
+}
 _TIME_RE = re.compile(
     r"\b((?:early\s+|late\s+)?(?:next\s+|that\s+|this\s+|the\s+following\s+)?(?:morning|evening|night|"
     r"afternoon|dawn|dusk|midnight|noon|sunset|sunrise|daybreak)|\d{1,2}\s+(?:January|February|March|April|"
@@ -112,7 +133,6 @@ _TIME_RE = re.compile(
     r"July|August|September|October|November|December)\s+\d{1,2}|\b1[6-9]\d\d\b)",
     re.IGNORECASE,
 )
-_SKIP_PLACES = {"I", "The", "He", "She", "It", "We", "They", "Mr", "Mrs", "Miss", "Dr"}
 
 
 @dataclass
@@ -122,17 +142,42 @@ class Setting:
     atmosphere: str
 
 
-def heuristic_setting(text: str) -> Setting:
-    """A first guess at a scene's place and time from its opening; atmosphere needs a model."""
+def heuristic_setting(text: str, names: Collection[str] = ()) -> Setting:
+    """A first guess at a scene's place and time from its opening; atmosphere needs a model.
+
+    The location is a phrase the text marks as a place: a preposition of place
+    and a place-word ("the sitting-room", "the Admiral Benbow inn") or a
+    capitalised name that is neither a function word, a character's name
+    (`names`), a possessive nor a title ("No", "His", "Sherlock Holmes",
+    "the Land" are not places). Empty when nothing qualifies: no location is
+    better than a wrong one.
+    """
     opening = normalise_space(text[:2500])
     location = ""
-    for match in _PLACE_RE.finditer(opening):
-        candidate = match.group(1)
-        if candidate.split()[0] not in _SKIP_PLACES:
-            location = candidate
+    for match in _PLACE_RE.finditer(narration(opening)):
+        phrase = match.group(1)
+        if is_place_phrase(phrase, names):
+            location = phrase
             break
     time_match = _TIME_RE.search(opening)
     return Setting(location=location, time=time_match.group(1) if time_match else "", atmosphere="")
+
+
+def is_place_phrase(phrase: str, names: Collection[str] = ()) -> bool:
+    """Is `phrase` (what follows a preposition of place) a place, by the rules of `heuristic_setting`?"""
+    words = phrase.split()
+    if not words[-1][:1].isupper():
+        return True  # a determiner and a lower-case place-word: the regex asked for one
+    named = [_POSSESSIVE.sub("", w) for w in (words[1:] if words[0] in ("the", "a", "an") else words)]
+    if not named or any(w in _NOT_PLACES for w in named):
+        return False
+    if named[0].lower() in FUNCTION_WORDS or phrase.endswith(("'s", "’s", "'", "’")):
+        return False
+    name_words = {w.lower() for n in names for w in n.split() if w[:1].isupper()}
+    if any(w.lower() in name_words for w in named):
+        return False  # a character ("Sherlock Holmes", "Harker")
+    # "the Land", "the Prophet": a title, unless the name itself says place
+    return not (words[0] == "the" and len(named) == 1 and not _CAPITALISED_PLACE_WORD.search(named[0]))
 
 
 def presence_offsets(reading: BookReading, record: RosterEvidence, scene: Span) -> tuple[int | None, int | None]:

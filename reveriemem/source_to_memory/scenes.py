@@ -85,7 +85,8 @@ _WALK_RE = re.compile(r"\b(?:hurried|walked|went|made)\b")  # going across the r
 _TIME_SHIFT_OPENS_WITHIN = 40  # characters into the first sentence: later on, a time is part of what is told
 
 
-def _narration(text: str) -> str:
+def narration(text: str) -> str:
+    """`text` with its quoted speech removed, spaces normalised."""
     return normalise_space(_QUOTED_RE.sub(" ", text))
 
 
@@ -97,7 +98,7 @@ def shift_cue(paragraph: Paragraph, previous: Paragraph | None) -> tuple[str, st
     text = normalise_space(paragraph.text)
     if text[:1] in "“\"'‘":
         return "", ""
-    first = _SENTENCE_END_RE.split(_narration(text), maxsplit=1)[0]
+    first = _SENTENCE_END_RE.split(narration(text), maxsplit=1)[0]
     match = _TIME_SHIFT_RE.search(first, 0, _TIME_SHIFT_OPENS_WITHIN + 40)
     if match and match.start() <= _TIME_SHIFT_OPENS_WITHIN:
         return "time", match.group(0).strip()
@@ -106,7 +107,7 @@ def shift_cue(paragraph: Paragraph, previous: Paragraph | None) -> tuple[str, st
         return "place", match.group(0).strip()
     if previous is not None:
         last = _SENTENCE_END_RE.split(normalise_space(previous.text))[-1]
-        match = _DEPARTURE_RE.search(_narration(last)) if last[:1] not in "“\"'‘" else None
+        match = _DEPARTURE_RE.search(narration(last)) if last[:1] not in "“\"'‘" else None
         if match and match.group(0).split()[0] in ("we", "I", "We") and not _WALK_RE.search(match.group(0)):
             return "place", match.group(0).strip()
     return "", ""
