@@ -99,7 +99,8 @@ def test_on_generated_presence_spans_notes_and_passages_keep_inside_them(demo_bo
     scene_id, spans = data.draw(presence(rosters, slug))
     mine = (pl.col("character") == slug) & (pl.col("scene_id") == scene_id)
     row = rosters.filter(mine).row(0, named=True)
-    moved = pl.concat([rosters.filter(~mine), pl.DataFrame([{**row, "present_start": a, "present_end": b}
+    moved = pl.concat([rosters.filter(~mine), pl.DataFrame([{**row, "present_start": a, "present_end": b,
+                                                             "presence_spans": [[a, b]]}
                                                            for a, b in spans], schema=rosters.schema)])
     built = episodic.build_episodes(demo_book, scenes, moved, utterances, slug, open_model("none"))
     [episode] = [e for e in built.episodes if e.scene_id == scene_id]

@@ -152,21 +152,30 @@ class EpisodicBuild:
 def presence_spans(rosters: pl.DataFrame, slug: str) -> dict[int, list[tuple[int, int]]]:
     """Where the character `slug` is present, per scene they are present for: scene id -> spans in story order.
 
-    Read from the roster rows (`scene_rosters` or `character_scenes`): a row
-    whose status starts with "present" gives its `present_start`..`present_end`;
-    several rows for one scene give several spans (overlaps merged). A present
-    row without offsets stands for the whole scene (`scene_start`..`scene_end`).
+    Read from the roster rows (`scene_rosters` or `character_scenes`) whose
+    status starts with "present": a row's `presence_spans` column (every
+    [start, end) of presence, so a character who leaves and returns has the
+    gap left out) when it holds any; else, for older rows and tables without
+    the column, its `present_start`..`present_end`; a present row without
+    either stands for the whole scene (`scene_start`..`scene_end`). Several
+    rows for one scene give all their spans, sorted with overlaps merged.
     """
     mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
     spans: dict[int, list[tuple[int, int]]] = {}
     for row in mine.iter_rows(named=True):
-        start, end = row.get("present_start"), row.get("present_end")
-        if start is None or end is None or end <= start:
-            start, end = row.get("scene_start"), row.get("scene_end")
-        if start is None or end is None or end <= start:
-            continue
-        spans.setdefault(int(row["scene_id"]), []).append((int(start), int(end)))
+        found = [(int(a), int(b)) for a, b in row.get("presence_spans") or [] if a is not None and b is not None
+                 and b > a]
+        if not found:
+            found = [bounds for bounds in (_bounds(row, "present_start", "present_end"),
+                                           _bounds(row, "scene_start", "scene_end")) if bounds][:1]
+        if found:
+            spans.setdefault(int(row["scene_id"]), []).extend(found)
     return {scene_id: _merged(found) for scene_id, found in sorted(spans.items())}
+
+
+def _bounds(row: dict[str, Any], start_key: str, end_key: str) -> tuple[int, int] | None:
+    start, end = row.get(start_key), row.get(end_key)
+    return (int(start), int(end)) if start is not None and end is not None and end > start else None
 
 
 def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -453,7 +462,7 @@ class _Digester:
         return is_action_subject(self.book.text, mention, sentence.start)
 
     def _speech(self, presence: _Presence) -> list[tuple[int, str]]:
-        """The character's attributed utterances within the passage: (offset, text)."""
+        """The character's attributed utterances within the presence spans (none from a gap): (offset, text)."""
         if not self.speech.height:
             return []
         rows = self.speech.filter(
@@ -461,7 +470,7 @@ class _Digester:
             & (pl.col("start") < presence.source_end)
         )
         return [(int(start), normalise_space(t)) for start, t in zip(rows["start"].to_list(), rows["text"].to_list())
-                if t and t.strip()]
+                if t and t.strip() and any(a <= start < b for a, b in presence.spans)]
 
 
 def _fragment_start(paragraph: Paragraph, spans: Sequence[tuple[int, int]], position: int) -> int:
