@@ -156,3 +156,52 @@ Ann sat on beside the bed until the grey light came through the shutters.
     with pytest.raises(CharacterFileError, match="never occurs"):
         build(tmp_path, "Ann and Cy sat by the fire all evening long and said very little.",
               CAST + "    dies: \"no such words\"\n")
+
+
+def test_narrated_thoughts_are_the_thinkers_alone_until_someone_acts_or_speaks(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"The carter was late again this morning," said Ann.
+
+Bob thought that the carter had taken the key. The man had been alone in the yard for an hour. \
+Ann rose and filled the kettle at the pump.
+
+Bob set down his cup. He wondered whether the carter would come back for the rest of the sacks.
+
+Bob thought it a poor trick, but told Ann so at once.
+""")
+    assert knowers(knows, "Bob thought that the carter") == {"bob-hale"}
+    assert knowers(knows, "The man had been alone") == {"bob-hale"}  # free indirect thought goes on
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann rose and filled")
+    assert knowers(knows, "He wondered whether") == {"bob-hale"}  # he: Bob, who acted last in the paragraph
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob thought it a poor trick")  # voiced
+
+
+def test_when_the_story_follows_a_departing_character_the_others_stay_behind(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"I shall see to the mare," said Bob, and Bob went out into the yard.
+
+The yard lay white under the moon, and the pump handle was stiff with frost.
+
+Bob crossed to the stable and saddled the grey mare by the light of his lantern.
+""")
+    assert "ann-moss" not in knowers(knows, "The yard lay white")
+    assert "ann-moss" not in knowers(knows, "Bob crossed to the stable")
+    assert "bob-hale" in knowers(knows, "The yard lay white")
+
+
+def test_a_move_within_the_room_is_no_departure(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"The kettle is boiling," said Bob, and Bob went back to his seat by the fire.
+
+Ann poured the tea into the two blue cups on the dresser.
+
+"There is no sugar left in the house," said Ann.
+""")
+    assert "bob-hale" in knowers(knows, "Ann poured the tea")
+    assert "bob-hale" in knowers(knows, '"There is no sugar')

@@ -54,3 +54,61 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         rest = after[verb.end() :]
         return not _NOT_PRESENT_AFTER_WAS.match(rest) and _PRESENT_AFTER_WAS.match(rest) is not None
     return True
+
+
+# Inner life: a verb of thinking, feeling or intending whose subject is the character ("Fix thought",
+# "Passepartout, however, wondered", "he was planning", "she said to herself"). Perception by the
+# others present needs the thought to be voiced, so the narration of it is private to the thinker.
+_COGNITION = (
+    r"(?:thought|reflected|wondered|mused|pondered|meditated|supposed|believed|suspected|imagined|fancied|"
+    r"reckoned|calculated|resolved|determined|decided|concluded|hoped|feared|doubted|knew|longed|"
+    r"felt\s+(?:that|sure|certain|convinced|as\s+if|no\s+doubt)|made\s+up\s+(?:his|her)\s+mind|"
+    r"(?:said|muttered|murmured|asked|repeated|whispered)\s+to\s+(?:himself|herself)|"
+    r"(?:was|had\s+been)\s+(?:thinking|planning|wondering|reflecting|calculating|meditating|musing|pondering|"
+    r"convinced|persuaded|certain|sure|resolved|determined)|"
+    r"had\s+(?:no\s+doubt|hoped|feared|thought|resolved|decided|determined|made\s+up|suspected|believed)|"
+    r"did\s+not\s+(?:doubt|know|suspect|believe)|could\s+not\s+(?:help\s+thinking|understand|believe)|"
+    r"began\s+to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand))"
+)
+_THINKS_AFTER = re.compile(
+    rf"^(?:,[^,.;:!?\"]{{1,30}},)?(?:\s+(?:\w+ly|also|still|now|then|too|again|at\s+once|at\s+last|no\s+longer))*"
+    rf"\s+{_COGNITION}\b"
+)
+# The thinker's mind as subject: "Fix's hopes", "the detective's thoughts".
+_MIND_AFTER = re.compile(
+    r"^(?:'s|’s)\s+(?:\w+\s+)?(?:thoughts|hopes|hope|fears|mind|plans|plan|suspicions|doubts|reflections|"
+    r"conscience|heart|wishes|calculations|resolution|idea|ideas)\b"
+)
+_PRONOUN_THINKS = re.compile(
+    rf"^(?:(?:And|But|So|Yet|Now|Then)\s+(?:he|she)|He|She)\b(?={_THINKS_AFTER.pattern[1:]})")
+
+
+def thinking_subject(text: str, mention: Mention, fragment_start: int) -> bool:
+    """Is the character the subject of a verb of thinking, feeling or intending at a clause start?"""
+    before = text[max(fragment_start, mention.start - 60) : mention.start]
+    after = text[mention.end : mention.end + 80]
+    if _MIND_AFTER.match(after):
+        return mention.start == fragment_start or _CLAUSE_START.search(before) is not None
+    if not (mention.start == fragment_start or _CLAUSE_START.search(before) is not None):
+        return False
+    return _THINKS_AFTER.match(after) is not None
+
+
+def pronoun_thinks(sentence: str) -> bool:
+    """Does the sentence open with "He"/"She" as the subject of a verb of thinking ("He wondered whether...")?"""
+    return _PRONOUN_THINKS.match(sentence.lstrip()) is not None
+
+
+_PRONOUN_SUBJECT = re.compile(r"(?:^|[.!?;:]\s+|,\s+|\b(?:and|but|then|so)\s+)(?:[Hh]e|[Ss]he|[Tt]hey)\b")
+
+
+def pronoun_acts(sentence: str) -> bool:
+    """Does a "he"/"she"/"they" at a clause start do something other than think ("He invited his companion in")?"""
+    for match in _PRONOUN_SUBJECT.finditer(sentence):
+        after = sentence[match.end() : match.end() + 80]
+        if _THINKS_AFTER.match(after):
+            continue
+        verb = _VERB_AFTER.match(after)
+        if verb and verb.group(1) not in ("was", "were", "is", "are"):
+            return True
+    return False

@@ -4,7 +4,9 @@
 entity table (one fact per subject, predicate and object); the offline path,
 `evidence_units`, turns every sentence of a scene into a visibility-tagged
 evidence unit: its speaker or acting characters lived it, those present when
-it is said or narrated observed it. `assign_visibility` then grants each fact
+it is said or narrated observed it, except narrated inner life (one
+character's thought, and the narration that carries it on while nobody acts
+or speaks), which is that character's alone. `assign_visibility` then grants each fact
 to characters through `reveriemem.source_to_memory.visibility`, from the
 rosters' presence intervals, reported accounts and the membership graph.
 """
@@ -20,7 +22,12 @@ import polars as pl
 
 from reveriemem.core.registry import Book
 from reveriemem.core.text import Paragraph, sentence_around, sentence_runs, split_paragraphs
-from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.clauses import (
+    is_action_subject,
+    pronoun_acts,
+    pronoun_thinks,
+    thinking_subject,
+)
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
 from reveriemem.source_to_memory.entities import EntityTable, normal_key
 from reveriemem.source_to_memory.mentions import AliasMatcher, is_relational
@@ -39,7 +46,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v1"
+EVIDENCE_METHOD = "heuristic:evidence-units-v2"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -204,6 +211,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
             if in_spans(paragraph.start, skip):
                 continue
             quotes = quote_spans(paragraph)[0]
+            last_actor: str | None = None  # the focus character last acting in this paragraph's narration
+            inner: str | None = None  # whose inner life the previous sentence of this paragraph told
             for match in sentence_runs(book.text, paragraph.start, paragraph.end):
                 sentence = match.group()
                 stripped = sentence.strip()
@@ -222,6 +231,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                 narrator = spans.narrator(s_start)
                 if narrator:
                     participants.add(narrator)
+                thinkers: set[str] = set()
+                actors: list[str] = []
                 for mention in matcher.find(book.text, s_start, s_end):
                     if in_spans(mention.start, quotes):
                         continue
@@ -231,11 +242,47 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                         continue  # "my companion" before its character is named here: nobody known
                     if _acts(book.text, mention, s_start):
                         participants.add(mention.character)
-                statement = Statement(scene_id, s_start, s_end, spoken=spoken, private=spans.private(s_start, s_end))
+                        actors.append(mention.character)
+                    if not spoken and thinking_subject(book.text, mention, s_start) and set(actors) <= {
+                            mention.character}:  # the thought is the sentence's first clause ("Fix thought")
+                        thinkers.add(mention.character)
+                thinker = _inner_life(stripped, spoken, thinkers, actors, last_actor, inner)
+                private = spans.private(s_start, s_end)
+                if thinker is not None:  # narrated inner life: the thinker's alone
+                    participants, private = {thinker} | ({narrator} if narrator else set()), True
+                inner = thinker
+                if actors:
+                    last_actor = actors[-1]
+                statement = Statement(scene_id, s_start, s_end, spoken=spoken, private=private)
                 facts.append(Fact(speaker, "", "", "", stripped, f"person:{speaker}" if speaker else None, None,
                                   s_start, s_end, scene_id, method, FactEvidence([statement], participants),
                                   error=error))
     return facts
+
+
+_VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b(?!\s+to\s+(?:him|her)self)")
+
+
+def _inner_life(sentence: str, spoken: bool, thinkers: set[str], actors: Sequence[str], last_actor: str | None,
+                inner: str | None) -> str | None:
+    """Whose inner life a narrated sentence tells, if one character's: its thinker, or None.
+
+    "Fix thought...", "He wondered..." (he: the character last acting in the paragraph), and the
+    narration that follows a thought in the same paragraph while nobody acts or speaks (free
+    indirect thought: "The arrest must be made at Hong Kong"). A thought voiced in the same
+    sentence ("thought it useless, but told him so") is heard by those present.
+    """
+    if spoken or _VOICED.search(sentence):
+        return None
+    if len(thinkers) == 1:
+        return next(iter(thinkers))
+    if thinkers:
+        return None  # "Aouda and Fix feared": a shared thought, no one thinker
+    if last_actor and pronoun_thinks(sentence):
+        return last_actor
+    if inner and not actors and not pronoun_acts(sentence):
+        return inner
+    return None
 
 
 _AUXILIARY_VERB = re.compile(r"^\s+(?:had|has|have|would|could|will|might|must|did)\s+(?:not\s+|never\s+)?[a-z]{3,}")

@@ -18,6 +18,12 @@ the scene is not theirs. A relational descriptor ("my companion", "his
 master") may change referent over a book: it counts for a character only
 once that character has been present by name in the scene, and otherwise
 is nobody's evidence.
+
+When the story follows a character out of a place (a narrated departure,
+then that character's evidence before anyone else's), the narration is
+where they are: the others' presence closes at the departure and reopens
+only at their own next evidence. A move within the room ("went back to his
+seat") is no departure.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ROSTER_VERSION = "roster-v2"
+ROSTER_VERSION = "roster-v3"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 _DEPARTURE = re.compile(
@@ -39,6 +45,11 @@ _DEPARTURE = re.compile(
     r"went\s+(?:out|away|off|home|ashore|below|back)|departed|walked\s+(?:out|away|off)|"
     r"hurried\s+(?:out|away|off)|ran\s+(?:out|away|off)|was\s+gone|took\s+(?:his|her)\s+leave|"
     r"slipped\s+(?:out|away)|disappeared|withdrew|retired\s+to)\b"
+)
+# A move within the room is no departure ("went back to his seat", "withdrew to the window").
+_WITHIN_ROOM = re.compile(
+    r"\s+(?:to|into|towards?)\s+(?:his|her|their|the|a)\s+(?:\w+\s+)?(?:seat|place|chair|desk|table|window|"
+    r"fire|fireside|hearth|corner|bench|sofa|couch|stool|work|post|book)s?\b"
 )
 # Arrival in scene time, said of the character named just before the verb
 # ("Tobin came in", "Osric Penhallow stood on the step"); a pluperfect
@@ -162,13 +173,16 @@ def scene_evidence(
                 if mention.kind == "name":
                     named.add(mention.character)
                 tail = text[mention.end : mention.end + 80]
-                if _DEPARTURE.search(tail.split(".")[0]):
+                departure = _DEPARTURE.search(tail.split(".")[0])
+                if departure and not _WITHIN_ROOM.match(tail[departure.end():]):
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
     if scene_paragraphs:
         scene_end = paragraphs[scene_paragraphs[-1]].end
-        for slug, record in evidence.items():
+        for record in evidence.values():
             _confirm_address(record, index_of={paragraphs[i].start: i for i in scene_paragraphs})
+        follow_departures(evidence)
+        for slug, record in evidence.items():
             death = (deaths or {}).get(slug)
             record.spans = presence_spans(record.events, scene_start, scene_end, death)
     return evidence
@@ -191,6 +205,28 @@ def presence_spans(events: Sequence[tuple[int, str]], scene_start: int, scene_en
     if opened is not None and opened < end:
         spans.append((opened, end))
     return spans
+
+
+def follow_departures(evidence: Mapping[str, RosterEvidence]) -> None:
+    """When the story follows a character out, the others stay behind: their presence closes there.
+
+    A departure is followed when the departing character's next evidence comes before anyone
+    else's ("Passepartout rushed out of the car. He ran along the line..."): the narration is now
+    where they are, so each other character is present again only from their own next evidence.
+    The departing character stays present through the transit (the departure does not close them).
+    """
+    departures = sorted((offset, slug) for slug, record in evidence.items()
+                        for offset, kind in record.events if kind == CLOSES)
+    for offset, slug in departures:
+        nexts = {other: min((o for o, kind in record.events if kind == OPENS and o >= offset), default=None)
+                 for other, record in evidence.items()}
+        mine = nexts[slug]
+        if mine is None or any(o is not None and o <= mine for other, o in nexts.items() if other != slug):
+            continue
+        evidence[slug].events.append((offset, OPENS))
+        for other, record in evidence.items():
+            if other != slug:
+                record.events.append((offset, CLOSES))
 
 
 def _confirm_address(record: RosterEvidence, index_of: Mapping[int, int]) -> None:
