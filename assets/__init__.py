@@ -1,7 +1,8 @@
 """The project's assets, one module per stage, gathered in the lists the wiring and the build use.
 
 `BOOK_ASSETS` are partitioned by book and `CHARACTER_ASSETS` by book x
-character; together they are a book's memory. `EVALUATION_ASSETS` score it.
+character; together they are a book's memory (with the offline reasoner's calibration, `reader_calibration`).
+`EVALUATION_ASSETS` score it.
 `book_text` is the registered book, an external asset observed by the build.
 """
 
@@ -12,7 +13,8 @@ BOOK_ASSETS = [scenes.scenes, scenes.utterances, scenes.scene_rosters,
                knowledge.scene_graphs, knowledge.entities, knowledge.memberships, knowledge.facts,
                personality.dialogue_records]
 CHARACTER_ASSETS = [scenes.character_scenes, episodic.episodes,
-                    personality.emotion_transitions, personality.personality_patterns]
+                    personality.emotion_transitions, personality.personality_patterns,
+                    evaluation.reader_calibration]
 EVALUATION_ASSETS = [evaluation.kbf_items, evaluation.kbf_report]
 
 __all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "book_text"]

@@ -4,7 +4,9 @@
 per item holding its JSONL record (`eval.generate`: cloze items offline, model
 drafts from SPOCV facts with a model). `kbf_report` (book): every method on the
 book's items under the configured model (`eval.runner`), written with its report
-into `$REVERIEMEM_HOME/eval/<book>/<model>/`.
+into `$REVERIEMEM_HOME/eval/<book>/<model>/`. `reader_calibration` (book x character): the
+offline reasoner's floors, calibrated on the character's generated train items when the memory
+is built (`eval.methods.reveriemem.calibrate_reader`) and read by the agent from storage.
 """
 
 import json
@@ -16,8 +18,12 @@ import polars as pl
 
 from assets.context import CODE_VERSION, partition_of
 from eval.generate import generate_items
-from reveriemem.core.schemas import KBF_ITEMS
+from eval.methods.reveriemem import calibrate_reader
+from reveriemem.core.schemas import KBF_ITEMS, READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef, frame
+from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.models import open_model
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
@@ -52,6 +58,32 @@ def kbf_items(context: dg.AssetExecutionContext, lm: LanguageModel, facts: pl.Da
     yield dg.Output(table, metadata={"in_book": True, "items": table.height, "splits": dg.MetadataValue.json(splits)})
     yield dg.AssetCheckResult(check_name="items_well_formed", passed=not wrong_split,
                               metadata={"wrong_split": dg.MetadataValue.json(wrong_split[:20])})
+
+
+@dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
+          code_version=CODE_VERSION, ins={"facts": dg.AssetIn(partition_mapping=book_of_pair),
+               "entities": dg.AssetIn(partition_mapping=book_of_pair)},
+          deps=["episodes", "emotion_transitions", "personality_patterns"], kinds={"parquet"})
+def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingModel, facts: pl.DataFrame,
+                       entities: pl.DataFrame) -> dg.Output[pl.DataFrame]:
+    """The offline reasoner's floors for one character, calibrated on its generated train items (offline)."""
+    part = partition_of(context)
+    if part.outside_book(context):
+        return dg.Output(frame([], READER_CALIBRATION), metadata={"in_book": False})
+    book, character = part.book, part.character
+    fact_rows = facts.drop("vector").to_dicts() if "vector" in facts.columns else facts.to_dicts()
+    items = [i for i in generate_items(book, character, fact_rows, entities.to_dicts())
+             if i.provenance.get("part") == "train"]
+    store = MemoryStore.for_home()
+    reader = MemoryReader(book.slug, character.slug, embedder.embedder(), store.uri)
+    agent = ReverieAgent(reader, open_model("none"), character)
+    calibration = calibrate_reader(agent, items, f"generated items of {book.slug} for {character.name}, train part",
+                                   progress=context.log.info)
+    row = {"book": book.slug, "character": character.slug, **calibration.to_dict()}
+    return dg.Output(frame([row], READER_CALIBRATION), metadata={
+        "in_book": True, "n_train": calibration.n_train, "option_floor": calibration.option_floor,
+        "question_floor": calibration.question_floor, "kbf_train": calibration.kbf_train,
+        "calibrated": calibration.calibrated, "source": calibration.source})
 
 
 class EvaluationConfig(dg.Config):

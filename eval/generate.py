@@ -35,9 +35,9 @@ from functools import partial
 from typing import Any
 
 from eval.items import LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, ItemFileError, KBFItem, validate
-from eval.lexical import overlap, term_set
 from reveriemem.core.characters import Character
 from reveriemem.core.registry import Book
+from reveriemem.inference.offline_reader import overlap, term_set
 from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 CLOZE_METHOD = "heuristic:cloze-v1"

@@ -76,8 +76,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from eval.items import ANSWER_LETTERS, LETTERS, REFUSAL_LETTER, KBFItem
-from eval.lexical import stem
 from reveriemem.core.text import FUNCTION_WORDS, TOKEN
+from reveriemem.inference.offline_reader import stem
 
 EMPTY = "empty"
 LETTER = "letter"

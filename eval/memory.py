@@ -7,6 +7,7 @@ from typing import Any
 
 from reveriemem.core.errors import StorageError
 from reveriemem.core.storage import MemoryStore, PartitionRef
+from reveriemem.inference.offline_reader import fact_passage
 
 
 @dataclass
@@ -34,7 +35,5 @@ def load_book_memory(book: str, uri: str | None = None, store: MemoryStore | Non
 
 
 def passage_of(row: dict[str, Any]) -> str:
-    """The text a fact is read by: its statement and, when different, its source sentence."""
-    text = " ".join(str(row.get("text") or "").split())
-    evidence = " ".join(str(row.get("evidence") or "").split())
-    return text if not evidence or evidence == text else f"{text} {evidence}"
+    """The text a fact is read by (the library's `fact_passage`: its statement and its source sentence)."""
+    return fact_passage(row)

@@ -8,16 +8,16 @@ import pytest
 
 from eval.generate import book_items
 from eval.items import gold_items
-from eval.lexical import Rarity
 from eval.memory import load_book_memory
 from eval.methods.base import MethodContext
+from eval.methods.common import answer_options
 from eval.methods.evidence import CALIBRATION_FILE, EvidenceAnswerer
 from eval.metrics import kbf
-from eval.reader import SupportIndex, best_option
 from reveriemem.core.demo import demo_gold
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.registry import load_book
 from reveriemem.core.settings import data_home
+from reveriemem.inference.offline_reader import Rarity, SupportIndex, best_option
 from reveriemem.models import open_model
 
 
@@ -39,7 +39,7 @@ def test_an_option_scores_by_what_it_adds_over_the_question(demo_book) -> None:
                 "The Horn Lamp stands on the harbour wall; the Horn Lamp burns all night."]
     index = SupportIndex(passages, Rarity(passages), window=1)
     [item] = gold_items(demo_book, [demo_gold()["items"][0]])  # q01: which cask filled the Horn Lamp
-    support = index.support(item, ["Mara", "Mara Quell"])
+    support = index.support(item.question, answer_options(item), ["Mara", "Mara Quell"])
     letter, score = best_option(support)
     assert item.options[letter] == "The cask nearest the door"
     assert support[letter].passage == 0
@@ -54,7 +54,7 @@ def test_an_option_typed_without_the_books_ligatures_and_accents_meets_them(demo
         "id": "x1", "character": "Mara", "split": "KRf", "question": "What does the new re-agent react to?",
         "options": ["Arsenic", "Strychnine", "Vegetable alkaloids", "Haemoglobin only",
                     "I cannot answer this from my own knowledge."], "gold": "D"}])
-    support = index.support(item, ["Mara"])
+    support = index.support(item.question, answer_options(item), ["Mara"])
     assert best_option(support)[0] == "D" and support["D"].passage == 0
     assert support["D"].score > 0 and all(support[k].score == 0 for k in "ABC")
 

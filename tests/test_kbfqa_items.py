@@ -9,10 +9,10 @@ import pytest
 
 from eval.generate import BLANK, CLOZE_METHOD, generate_items
 from eval.items import REFUSAL_OPTION, ItemFileError, gold_items, read_items, write_items
-from eval.lexical import stem, terms
 from eval.memory import load_book_memory
 from reveriemem.core.demo import demo_gold
 from reveriemem.core.registry import load_book
+from reveriemem.inference.offline_reader import stem, terms
 
 ITEM = {"id": "x1", "character": "Mara", "split": "KRf", "question": "Mara, which cask?",
         "options": {"A": "the red one", "B": "the cask nearest the door", "C": "none", "D": "the last",

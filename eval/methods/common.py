@@ -19,10 +19,10 @@
   returned as written (`Answer.choice` None, matched later by `eval.matching`)
   with the calls and tokens this item used (counted by a usage listener that
   keeps only this thread's calls, so preparation and other items never count).
-  Without one: the offline option reader (`eval.reader.read_options`)
+  Without one: the offline option reader (`reveriemem.inference.offline_reader.read_options`)
   reads the options against the method's context passages (rarity from the
   whole book's chunks) and the best-supported option is chosen; the method
-  refuses (E) only when that support is below `eval.reader.OFFLINE_FLOOR`. An unbounded
+  refuses (E) only when that support is below `OFFLINE_FLOOR`. An unbounded
   reader commits whenever it finds support, which is the behaviour the paper
   reports for the retrieval baselines.
 
@@ -48,11 +48,10 @@ import numpy as np
 
 from dspy_programs.kbfqa import answer_program
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, REFUSAL_OPTION, KBFItem, render_question
-from eval.lexical import Rarity
 from eval.methods.base import Answer, MethodContext
-from eval.reader import OFFLINE_FLOOR, read_options
 from reveriemem.core.registry import Book
 from reveriemem.core.text import normalise_space, sentences_of, split_paragraphs
+from reveriemem.inference.offline_reader import OFFLINE_FLOOR, Rarity, read_options
 from reveriemem.models import ModelCall, UsageTotals, run_program
 from reveriemem.models.usage import add_listener, remove_listener
 
@@ -316,10 +315,15 @@ class BaselineMethod:
             prediction = run_program(self.ctx.handle, answer_program(), character=character.name,
                                      context=context_text(passages, head), question=render_question(item))
             return Answer(reply=str(prediction.reply), detail=detail)
-        reading = read_options(item, [*passages, *([head] if head else [])], self.rarity,
-                               character.surface_forms, floor)
+        reading = read_options(item.question, answer_options(item), [*passages, *([head] if head else [])],
+                               self.rarity, character.surface_forms, floor)
         detail.update(support=round(reading.support, 4), best=reading.best)
-        return offline_answer(item, reading.choice, detail)
+        return offline_answer(item, reading.choice or REFUSAL_LETTER, detail)
+
+
+def answer_options(item: KBFItem) -> dict[str, str]:
+    """The item's answer options A-D (the refusal option E is not read against evidence)."""
+    return {letter: item.options[letter] for letter in ANSWER_LETTERS}
 
 
 def offline_answer(item: KBFItem, letter: str, detail: dict[str, Any]) -> Answer:

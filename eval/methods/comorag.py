@@ -22,11 +22,11 @@ from typing import Any
 
 from dspy_programs.baselines import consolidate_program, probe_program
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, KBFItem, render_question
-from eval.lexical import stem, term_set
 from eval.methods.base import Answer
 from eval.methods.common import (
     BaselineMethod,
     Chunk,
+    answer_options,
     book_chunks,
     book_rarity,
     chunk_vectors,
@@ -35,8 +35,8 @@ from eval.methods.common import (
     offline_answer,
     top_k,
 )
-from eval.reader import OptionReading, read_options
 from reveriemem.core.text import FUNCTION_WORDS, tokens
+from reveriemem.inference.offline_reader import OptionReading, read_options, stem, term_set
 from reveriemem.models import run_program
 
 ROUNDS = 3
@@ -80,8 +80,8 @@ class ComoRAGMethod(BaselineMethod):
             found = [self.chunks[i].text for i in hits]
             if self.offline:
                 workspace += found
-                reading = read_options(item, workspace, self.rarity, names, CAN_ANSWER)
-                can_answer = reading.choice != REFUSAL_LETTER
+                reading = read_options(item.question, answer_options(item), workspace, self.rarity, names, CAN_ANSWER)
+                can_answer = reading.choice is not None
             else:
                 consolidated = run_program(self.ctx.handle, consolidate_program(), question=question, memory=notes,
                                            passages=context_text(found))
@@ -95,6 +95,6 @@ class ComoRAGMethod(BaselineMethod):
             detail.update(support=round(reading.support, 4), best=reading.best)
         if not can_answer:
             return offline_answer(item, REFUSAL_LETTER, detail)
-        if reading is not None:
+        if reading is not None and reading.choice is not None:
             return offline_answer(item, reading.choice, detail)
         return self.reply_from(item, [], head=notes, detail=detail)

@@ -1,7 +1,7 @@
 """The evidence answerer: KBF-QA without a model, from the character's bounded memory.
 
 For an item put to character c it reads each option A-D against two collections
-of the book's stored facts (`eval.reader.SupportIndex`, windows of two facts in
+of the book's stored facts (`reveriemem.inference.offline_reader.SupportIndex`, windows of two facts in
 story order):
 
 - c's bounded memory F_c (the facts whose visibility holds c), and
@@ -27,11 +27,11 @@ from typing import Any
 
 from eval.generate import book_items
 from eval.items import REFUSAL_LETTER, REFUSAL_OPTION, KBFItem
-from eval.lexical import Rarity
 from eval.memory import BookMemory, load_book_memory, passage_of
 from eval.methods.base import Answer, MethodContext
+from eval.methods.common import answer_options
 from eval.metrics import score as scores
-from eval.reader import SupportIndex, best_option
+from reveriemem.inference.offline_reader import Rarity, SupportIndex, best_option
 
 METHOD = "heuristic:evidence-answerer-v2"  # a saved calibration of another version is redone
 CALIBRATION_FILE = "calibration.json"
@@ -105,9 +105,10 @@ class EvidenceAnswerer:
         character = self.ctx.book.character(item.character)
         names = character.surface_forms
         bounded, rows = self._index_for(character.slug)
-        mine = bounded.support(item, names)
+        options = answer_options(item)
+        mine = bounded.support(item.question, options, names)
         choice, score = best_option(mine)
-        book = self.book_index.support(item, names)
+        book = self.book_index.support(item.question, options, names)
         _, book_best = best_option(book)
         where = mine[choice].passage
         return Reading(choice, score, max(book_best, score), None if where is None else rows[where])

@@ -30,7 +30,6 @@ import numpy as np
 
 from dspy_programs.baselines import summarise_program
 from eval.items import KBFItem
-from eval.lexical import Rarity, terms
 from eval.methods.base import Answer
 from eval.methods.common import (
     BaselineMethod,
@@ -45,6 +44,7 @@ from eval.methods.common import (
     vectors_path,
 )
 from reveriemem.core.text import Paragraph, sentences_of
+from reveriemem.inference.offline_reader import Rarity, terms
 from reveriemem.models import ModelHandle, run_or_fallback, run_program
 
 logger = logging.getLogger(__name__)

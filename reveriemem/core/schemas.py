@@ -296,6 +296,20 @@ KBF_ITEMS = pa.schema(
     ]
 )
 
+READER_CALIBRATION = pa.schema(
+    [
+        ("book", pa.string()),
+        ("character", pa.string()),  # character slug
+        ("reader", pa.string()),  # the offline reader version the floors were calibrated for
+        ("option_floor", pa.float64()),
+        ("question_floor", pa.float64()),
+        ("n_train", pa.int32()),  # generated train items calibrated on
+        ("kbf_train", pa.float64()),
+        ("calibrated", pa.bool_()),  # False: the default floors (too few train items)
+        ("source", pa.string()),
+    ]
+)
+
 BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "scene_graphs": ("parquet", SCENE_GRAPHS),
     "entities": ("parquet", ENTITIES),
@@ -310,6 +324,7 @@ BY_ASSET: dict[str, tuple[str, pa.Schema]] = {
     "emotion_transitions": ("parquet", EMOTION_TRANSITIONS),
     "personality_patterns": ("lancedb", PERSONALITY_PATTERNS),
     "kbf_items": ("parquet", KBF_ITEMS),
+    "reader_calibration": ("parquet", READER_CALIBRATION),
 }
 
 VECTOR_SCHEMAS: dict[str, Callable[[int], pa.Schema]] = {

@@ -25,9 +25,13 @@ The trace (`reveriemem.inference.trace`) says how each step was decided and carr
 tokens and latency, taken from the handle's usage recorder. With compiled programs the trace's
 `method` reads `model:<name>+compiled:<file name>` and `compiled` holds the file's path.
 
-Without a model (`handle.lm is None`) the agent answers extractively
-(`reveriemem.inference.offline`), and the deterministic personality track runs all the same
-(Pattern then takes the closest candidate by embedding).
+Without a model (`handle.lm is None`) the offline reasoner decides (`reveriemem.inference.offline`):
+the chain probes with the question and, when the question carries options, with the question
+read with each option; the reasoner reads the bounded pool and its own scene notes, and picks an
+option, quotes a fact, or refuses below the floors calibrated with the build (term rarity and
+floors are read from the reader's store; a stand-in reader gets the pool's rarity and the default
+floors). The deterministic personality track runs all the same (Pattern then takes the closest
+candidate by embedding).
 
 For compiling, `inline_personality=True` runs the personality track in the calling thread; by
 default it runs in a worker thread that inherits the caller's context (`contextvars`), DSPy
@@ -49,7 +53,17 @@ from reveriemem.core.characters import Character
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.inference.emotion_track import AgentState
 from reveriemem.inference.memory_reader import Reader, score_of, similarity_of
-from reveriemem.inference.offline import EXTRACTIVE_METHOD, MIN_SCORE, extract_reply
+from reveriemem.inference.offline import (
+    DEFAULT_CALIBRATION,
+    EXTRACTIVE_METHOD,
+    MIN_SCORE,
+    OfflineReasoner,
+    ReaderCalibration,
+    load_calibration,
+    load_rarity,
+    parse_options,
+)
+from reveriemem.inference.offline_reader import Rarity
 from reveriemem.inference.personality_track import Personality, PersonalityTrack
 from reveriemem.inference.programs import InferencePrograms, default_programs
 from reveriemem.inference.reasoning_chain import Reasoning, ReasoningChain, route_of
@@ -83,7 +97,8 @@ class ReverieAgent:
                  k: int = 8, *, anchor_k: int = ANCHOR_K, pattern_k: int = PATTERN_K,
                  min_score: float = MIN_SCORE, backoff: float = 0.5, emotion_model: bool = False,
                  layers: Iterable[str] = LAYERS, programs: InferencePrograms | None = None,
-                 inline_personality: bool = False) -> None:
+                 inline_personality: bool = False, rarity: Rarity | None = None,
+                 calibration: ReaderCalibration | None = None) -> None:
         self.layers = frozenset(layers)
         if not self.layers <= LAYERS:
             raise ValueError(f"Unknown memory layer(s): {', '.join(sorted(self.layers - LAYERS))}.")
@@ -104,6 +119,8 @@ class ReverieAgent:
         self.programs = programs if programs is not None else default_programs()
         self.inline_personality = inline_personality
         self.state: AgentState | None = None
+        self._rarity = rarity
+        self._calibration = calibration
         self._reader_lock = threading.Lock()  # the two tracks share the reader
         listen_for_step_usage()
 
@@ -139,13 +156,28 @@ class ReverieAgent:
                                 self.programs.select_pattern, self.layers, self.pattern_k, self.backoff,
                                 self.emotion_model)
 
+    def offline_reasoner(self) -> OfflineReasoner:
+        """The offline reasoner over this agent's book: rarity and floors from the reader's store when
+        it has one (read once), else the pool's own rarity and the default floors."""
+        if self._rarity is None or self._calibration is None:
+            book, uri = getattr(self.reader, "book", None), getattr(self.reader, "uri", None)
+            if isinstance(book, str) and isinstance(uri, str):
+                from reveriemem.core.storage import MemoryStore
+
+                store = MemoryStore.for_home(lancedb=uri)
+                self._rarity = self._rarity or load_rarity(book, store)
+                self._calibration = self._calibration or load_calibration(book, self.character.slug, store)
+            else:
+                self._calibration = self._calibration or DEFAULT_CALIBRATION
+        return OfflineReasoner(self._rarity, self._calibration or DEFAULT_CALIBRATION, self.character.surface_forms)
+
     def respond(self, question: str, history: Sequence[str | tuple[str, str]] = (),
                 state: AgentState | None = None, as_of: int | None = None, probes: Sequence[str] = ()) -> Turn:
         """Answer `question` as the character; `history` is the conversation so far,
         as lines or (speaker, text) pairs; `as_of` bounds memory to a point of the story.
         `probes` are further look-ups for the deterministic chain (no model), issued after
-        the question, one round each (e.g. the question read with each option of a
-        multiple-choice item); with a model, Self-Probe writes the probes and these are unused."""
+        the question and the question read with each of its options, one round each; with a
+        model, Self-Probe writes the probes and these are unused."""
         question = " ".join(question.split())
         if not question:
             raise ValueError("The question is empty: ask the character something.")
@@ -153,11 +185,15 @@ class ReverieAgent:
         start = state if state is not None else self.state
         run = TurnLog()
         chain, track = self._reasoning_chain(), self._personality_track()
+        offline: dict[str, Any] | None = None
         if self.handle.lm is None:
-            reasoning = chain.recall_offline(run, question, as_of, probes)
+            asked = parse_options(question)
+            option_probes = [f"{asked.text} {text}" for text in asked.answers.values()]
+            reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes, *probes])
             personality = track.decide(run, question, lines, start, as_of)
-            reply, used, stop = extract_reply(question, reasoning.pool, self.min_score)
-            reasoning.stop_reason = stop
+            decision = self.offline_reasoner().decide(asked, reasoning.pool, reasoning.anchored)
+            reply, used, offline = decision.reply, decision.used, decision.detail
+            reasoning.stop_reason = decision.stop
         elif self.inline_personality:
             reasoning = chain.recall(run, question, as_of)
             personality = track.decide(run, question, lines, start, as_of)
@@ -172,6 +208,7 @@ class ReverieAgent:
             reply, used = self._fuse(run, question, lines, reasoning, personality.state)
         self.state = personality.state
         trace = self._trace(run, as_of, reasoning, personality, used)
+        trace.offline = offline
         return Turn(question=question, reply=reply, state=personality.state, trace=trace)
 
     # -- memory fusion -----------------------------------------------------------

@@ -103,7 +103,7 @@ class ProbeRound:
 class Trace:
     character: str
     character_name: str
-    method: str  # model:<name>, model:<name>+compiled:<file name>, or heuristic:extractive-agent-v1
+    method: str  # model:<name>, model:<name>+compiled:<file name>, or heuristic:offline-reader-v<N>
     model: str
     as_of: int | None
     anchored: list[AnchoredScene]
@@ -111,7 +111,7 @@ class Trace:
     facts: list[RecalledFact]  # the terminal pool, in the order shown to Memory-Fusion
     used_facts: list[str]
     exit_round: int
-    stop_reason: str  # sufficient | max_rounds | no_new_probe | extractive | refusal
+    stop_reason: str  # sufficient | max_rounds | no_new_probe | option | extractive | refusal
     gate: bool | None  # None: the model gate's output never parsed (emotion_model=True)
     gate_reason: str  # why the gate fired or stayed quiet
     emotion: dict[str, Any]  # emotion, intensity, reason, changed, source, method, record_steps
@@ -123,6 +123,7 @@ class Trace:
     dropped_rows: int  # rows the reader returned that the character may not know (should stay 0)
     seconds: float = 0.0
     compiled: str | None = None  # the compiled program file the model steps ran with (None: the plain programs)
+    offline: dict[str, Any] | None = None  # without a model: the offline reasoner's reading, floors and their source
 
     @property
     def calls(self) -> int:

@@ -1,0 +1,198 @@
+"""The offline reader: a question, with or without options, read against passages, without a model.
+
+The project's one reader of evidence without a model. The agent decides with it when no model
+is configured (`reveriemem.inference.offline`), and every KBF-QA method run offline (the
+reference baselines, the evidence answerer) uses its parts.
+
+Words are compared through a light lexical view built on `reveriemem.core.text` (folding,
+tokens, function words): `terms` folds case, curly quotes, ligatures, accents, possessives and
+common inflections ("lamps", "lamp's", "lamped" -> "lamp") and drops function words; `Rarity`
+weights a term by its inverse document frequency over the book's passages (its facts), so a rare
+word ("cask", "Brixton") weighs more than a common one ("door").
+
+`SupportIndex(passages, rarity)` scores each option of a question by the best passage (or window
+of `window` consecutive passages) that supports it:
+
+    support(p, o) = context(p) x addition(p, o)
+
+- `context(p)`: the share of the question's rarity mass that p contains (the question's terms,
+  the asked character's own names left out: addressing Watson is not evidence);
+- `addition(p, o)`: the share of the option's rarity mass that p contains, counting only the
+  option's terms the question does not already have, so an option scores by what it adds.
+
+Both factors are in [0, 1]; a passage stating the question's context together with the option
+scores near 1. A question without options is supported by `context` alone
+(`SupportIndex.context`). The index is inverted (term -> passages), so a question only touches
+passages that share a term with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reveriemem.core.text import FUNCTION_WORDS, tokens
+
+# Least support at which `read_options` commits to an option by default; below it the reader
+# refuses. Low on purpose: one passage that states part of the question with the option is enough.
+OFFLINE_FLOOR = 0.1
+
+
+# -- the lexical view ------------------------------------------------------------------------
+
+
+def stem(word: str) -> str:
+    """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill"."""
+    word = word.removesuffix("'s").removesuffix("'")
+    for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            if suffix == "es" and not word.endswith(("ches", "shes", "sses", "xes", "zes")):
+                continue
+            base = word[: -len(suffix)] + keep
+            if suffix in ("ing", "ed") and len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]  # "stopped" -> "stop"
+            return base
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """Content terms of a text, stemmed, in order (repeats kept)."""
+    return [stem(t) for t in tokens(text) if len(t) > 1 and t not in FUNCTION_WORDS]
+
+
+def term_set(text: str) -> frozenset[str]:
+    return frozenset(terms(text))
+
+
+class Rarity:
+    """Inverse document frequency of terms over a collection of passages."""
+
+    def __init__(self, passages: Iterable[str]):
+        df: Counter[str] = Counter()
+        n = 0
+        for passage in passages:
+            n += 1
+            df.update(term_set(passage))
+        self.n = max(n, 1)
+        self.df = df
+
+    def weight(self, term: str) -> float:
+        """log((N + 1) / (df + 0.5)): an unseen term weighs most, a term in every passage least."""
+        return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
+
+    def mass(self, words: Iterable[str]) -> float:
+        return sum(self.weight(w) for w in set(words))
+
+
+def overlap(a: Sequence[str] | frozenset[str], b: Sequence[str] | frozenset[str]) -> float:
+    """Jaccard overlap of two term collections."""
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / len(sa | sb) if sa or sb else 0.0
+
+
+def fact_passage(row: Mapping[str, Any]) -> str:
+    """The text a fact is read by: its statement and, when different, its source sentence."""
+    text = " ".join(str(row.get("text") or "").split())
+    evidence = " ".join(str(row.get("evidence") or "").split())
+    return text if not evidence or evidence == text else f"{text} {evidence}"
+
+
+# -- support -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Support:
+    score: float
+    passage: int | None  # index of the first passage of the best window, None when nothing supports it
+
+
+class SupportIndex:
+    def __init__(self, passages: Sequence[str], rarity: Rarity, window: int = 2):
+        self.passages = list(passages)
+        self.rarity = rarity
+        self.window = max(1, window)
+        passage_terms = [term_set(p) for p in self.passages]
+        # window i covers passages i .. i+window-1
+        self.windows: list[frozenset[str]] = [
+            frozenset().union(*passage_terms[i: i + self.window]) for i in range(len(passage_terms))
+        ]
+        self.postings: dict[str, list[int]] = defaultdict(list)
+        for i, window_terms in enumerate(self.windows):
+            for term in window_terms:
+                self.postings[term].append(i)
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def _shares(self, words: Iterable[str]) -> dict[int, float]:
+        """For each window, the share of `words`' rarity mass it contains."""
+        weights = {t: self.rarity.weight(t) for t in set(words)}
+        total = sum(weights.values())
+        if total <= 0:
+            return {}
+        shares: dict[int, float] = defaultdict(float)
+        for term, weight in weights.items():
+            for i in self.postings.get(term, ()):
+                shares[i] += weight / total
+        return shares
+
+    @staticmethod
+    def _ignored(ignore: Iterable[str]) -> frozenset[str]:
+        return frozenset().union(*(term_set(name) for name in ignore))
+
+    def context(self, question: str, ignore: Iterable[str] = ()) -> dict[int, float]:
+        """Each window's share of the question's rarity mass (`ignore`: names that never count)."""
+        return self._shares(term_set(question) - self._ignored(ignore))
+
+    def support(self, question: str, options: Mapping[str, str], ignore: Iterable[str] = ()) -> dict[str, Support]:
+        """Best support of each option (letter -> text); `ignore` are surface names whose terms never
+        count (the asked character's own names)."""
+        ignored = self._ignored(ignore)
+        asked = term_set(question) - ignored
+        context = self._shares(asked)
+        out: dict[str, Support] = {}
+        for letter, text in options.items():
+            addition = self._shares(term_set(text) - asked - ignored)
+            best, where = 0.0, None
+            for i, share in addition.items():
+                score = context.get(i, 0.0) * share
+                if score > best:
+                    best, where = score, i
+            out[letter] = Support(best, where)
+        return out
+
+
+def best_option(support: Mapping[str, Support]) -> tuple[str, float]:
+    """The option with the highest support (ties: the earlier letter) and its score."""
+    letters = list(support)
+    letter = max(letters, key=lambda k: (support[k].score, -letters.index(k)))
+    return letter, support[letter].score
+
+
+@dataclass(frozen=True)
+class OptionReading:
+    """What the offline reader made of one question with options."""
+
+    choice: str | None  # the letter decided (None: refused)
+    best: str  # the best-supported option
+    support: float
+    passage: int | None = None  # the passage supporting `best`
+
+
+def read_options(question: str, options: Mapping[str, str], passages: Sequence[str], rarity: Rarity,
+                 names: Sequence[str], floor: float = OFFLINE_FLOOR) -> OptionReading:
+    """The best-supported option (each passage read on its own), or None when its support is below `floor`.
+
+    `names` are the asked character's surface forms, whose terms never count as evidence.
+    """
+    first = next(iter(options))
+    if not passages:
+        return OptionReading(None, first, 0.0)
+    support = SupportIndex(passages, rarity, window=1).support(question, options, names)
+    letter, score = best_option(support)
+    return OptionReading(letter if score >= floor else None, letter, score, support[letter].passage)

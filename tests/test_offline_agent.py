@@ -1,0 +1,59 @@
+"""The agent users talk to offline is the one KBF-QA measures: options typed in the question, floors
+stored with the build, and the same letter from `reveriemem ask` and `reveriemem eval`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+from click.testing import CliRunner
+
+from eval.items import gold_items, render_question
+from eval.matching import matched_letter
+from reveriemem.core.demo import demo_gold
+from reveriemem.inference.offline import DEFAULT_CALIBRATION, load_calibration, parse_options, quoted
+from reveriemem_dagster.cli import main
+
+
+def test_options_are_read_in_the_forms_users_type_them() -> None:
+    for text in ("Who lit it? A) Mara B) Tobin C) I cannot answer.",
+                 "Who lit it?\nA. Mara\nB. Tobin\nC. I cannot answer.",
+                 "Who lit it? (A) Mara (B) Tobin (C) I cannot answer."):
+        asked = parse_options(text)
+        assert asked.text == "Who lit it?"
+        assert asked.options == {"A": "Mara", "B": "Tobin", "C": "I cannot answer."}
+        assert asked.refusal == "C" and asked.answers == {"A": "Mara", "B": "Tobin"}
+    plain = parse_options("What did Osric confess to Mr. A. Vane?")
+    assert plain.options == {} and plain.text == "What did Osric confess to Mr. A. Vane?"
+
+
+def test_a_line_of_dialogue_is_quoted_once() -> None:
+    assert quoted('"And he took pages out of the ledger?"') == '"And he took pages out of the ledger?"'
+    assert quoted("He took pages out of the ledger.") == '"He took pages out of the ledger."'
+
+
+def test_the_build_stores_the_floors_and_ask_reads_them(built_demo) -> None:
+    calibration = load_calibration(built_demo, "mara-quell")
+    assert calibration.calibrated and calibration.n_train > 0 and calibration != DEFAULT_CALIBRATION
+    result = CliRunner().invoke(main, ["ask", built_demo, "Mara", "Who keeps the ledger?", "--lm", "none", "--json"])
+    assert result.exit_code == 0, result.output
+    offline = json.loads(result.output)["trace"]["offline"]
+    assert offline["calibration"]["source"] == calibration.source
+
+
+def test_ask_and_eval_give_the_same_letter_for_every_gold_item(built_demo, demo_book, tmp_path: Path) -> None:
+    items = gold_items(demo_book, demo_gold()["items"])
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps(i.to_record()) + "\n" for i in items), encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(main, ["eval", built_demo, "--items", str(path), "--methods", "reveriemem",
+                                  "--lm", "none", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    judged = {r["item_id"]: r["choice"] for r in pl.read_parquet(tmp_path / "run" / "results.parquet").to_dicts()}
+    assert len(judged) == len(items)
+    for item in items:
+        asked = runner.invoke(main, ["ask", built_demo, item.character, render_question(item), "--lm", "none", "--json"])
+        assert asked.exit_code == 0, asked.output
+        reply = json.loads(asked.output)["reply"]
+        assert matched_letter(reply, item) == judged[item.id], (item.id, reply)
