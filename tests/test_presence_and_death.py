@@ -205,3 +205,31 @@ Ann poured the tea into the two blue cups on the dresser.
 """)
     assert "bob-hale" in knowers(knows, "Ann poured the tea")
     assert "bob-hale" in knowers(knows, '"There is no sugar')
+
+
+def test_a_fronted_time_or_place_adverbial_does_not_hide_the_subjects_arrival(tmp_path):
+    _, _, knows = build(tmp_path, """
+Cy walked the harbour wall alone before dawn and counted the boats at their moorings.
+
+The council sat at noon and rose at three, and at dusk Ann found Cy on the harbour wall again.
+
+"The boats are all in," said Cy.
+""")
+    assert "ann-moss" not in knowers(knows, "Cy walked the harbour wall")
+    assert "ann-moss" in knowers(knows, "The council sat at noon")
+    assert "ann-moss" in knowers(knows, '"The boats are all in')
+
+
+def test_a_companion_who_had_come_with_someone_is_present_from_that_sentence(tmp_path):
+    _, _, knows = build(tmp_path, """
+Cy walked the harbour wall alone before dawn and counted the boats at their moorings.
+
+At dusk Ann found Cy on the harbour wall again, at the top of the steps.
+
+Bob had come down with her, carrying the long pole and a can of new oil.
+
+"The boats are all in," said Cy.
+""")
+    assert "bob-hale" not in knowers(knows, "Cy walked the harbour wall")
+    assert "bob-hale" in knowers(knows, "Bob had come down with her")
+    assert "bob-hale" in knowers(knows, '"The boats are all in')

@@ -34,10 +34,30 @@ _PRESENT_AFTER_WAS = re.compile(
 )
 
 
+# A fronted time or place adverbial between the clause start and the subject ("and at dusk Mara found",
+# "At the door Tom dropped", "That evening Fix went", "After leaving the station, Mr. Fogg gave"). Without a
+# comma a gerund opening it takes the name as its object ("after giving Passepartout instructions"): no subject.
+_FRONTED = re.compile(
+    r"\b(?:(?:[Aa]t|[Ii]n|[Oo]n|[Aa]fter|[Bb]efore|[Dd]uring|[Tt]owards?|[Bb]y|[Ww]ithin|[Uu]ntil|[Tt]ill)"
+    r"(?:\s+[\w'’-]+){1,4}|(?:[Tt]hat|[Tt]his|[Nn]ext|[Ee]arly|[Ll]ate|[Oo]ne|[Tt]he\s+next)\s+"
+    r"(?:morning|evening|night|day|afternoon|week))(,)?\s+(?:the\s+)?$"
+)
+
+_GERUND_OPENS = re.compile(r"(?i)(?:at|in|on|after|before|during|towards?|by|within|until|till)\s+\w+ing\b")
+
+
+def _after_fronted_adverbial(before: str) -> bool:
+    fronted = _FRONTED.search(before)
+    if fronted is None or _CLAUSE_START.search(before[: fronted.start()]) is None:
+        return False
+    return bool(fronted.group(1)) or _GERUND_OPENS.match(fronted.group(0)) is None
+
+
 def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
-    """True when the mention opens a clause and is followed by a narrated verb."""
+    """True when the mention opens a clause (perhaps after a fronted adverbial) and is followed by a narrated verb."""
     before = text[max(fragment_start, mention.start - 60) : mention.start]
-    at_clause_start = mention.start == fragment_start or _CLAUSE_START.search(before) is not None
+    at_clause_start = (mention.start == fragment_start or _CLAUSE_START.search(before) is not None
+                       or _after_fronted_adverbial(before))
     after = text[mention.end : mention.end + 60]
     if _BODY_PART.match(after):
         return True

@@ -37,7 +37,7 @@ from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ROSTER_VERSION = "roster-v3"
+ROSTER_VERSION = "roster-v4"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 _DEPARTURE = re.compile(
@@ -63,7 +63,14 @@ _ARRIVAL = re.compile(
 # the character was already there: present from the scene's start.
 _EARLIER_ARRIVAL = re.compile(
     r"\s+had\s+(?:(?:already|just|long)\s+)?(?:(?:come|walked|stepped|slipped)\s+in|entered|arrived|"
-    r"been\s+(?:sitting|standing|waiting|watching|listening|there|here|present))\b"
+    r"been\s+(?:sitting|standing|waiting|watching|listening|there|here|present))\b(?!\s+with\b)"
+)
+# Having come with someone ("Tobin had come down with her", "had gone out with Aouda"): an arrival told
+# with the company's, so present from the sentence that tells it (not from the scene's start, as the
+# company may have arrived later). "had gone down with the boat" is no company.
+_CAME_WITH = re.compile(
+    r"\s+had\s+(?:(?:come|gone)\s+(?:(?:down|up|in|out|over|along|back|across|round|ashore|aboard)\s+)?)"
+    r"with\s+(?:him|her|them|me|us|[A-Z][\w.]*)\b"
 )
 # Accompaniment in narration: "stood by the hearth with the apprentice", "stayed behind with Harrow and Tobin".
 _WITH = re.compile(r"\bwith\s+(?:(?:[A-Z][\w.]*|the\s+\w+)\s+and\s+)?$")
@@ -157,6 +164,9 @@ def scene_evidence(
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
             if _EARLIER_ARRIVAL.match(text, mention.end):
                 _present(record, index, scene_start)
+            if _CAME_WITH.match(text, mention.end):
+                record.actions += 1
+                _present(record, index, sentence[0])
             if _WITH.search(text, max(fragment_start, mention.start - 40), mention.start) and not _POSSESSED.match(
                     text, mention.end):
                 record.actions += 1
