@@ -233,3 +233,20 @@ Bob had come down with her, carrying the long pole and a can of new oil.
     assert "bob-hale" not in knowers(knows, "Cy walked the harbour wall")
     assert "bob-hale" in knowers(knows, "Bob had come down with her")
     assert "bob-hale" in knowers(knows, '"The boats are all in')
+
+
+def test_the_narrators_general_present_exposition_reaches_nobody(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"The carrier will be late again," said Bob.
+
+The town of Harlow is situated at the mouth of the river. The road to the coast runs along its northern bank.
+
+Ann looked up from the bread she was cutting.
+
+"Then we shall wait," said Ann.
+""")
+    assert knowers(knows, "The town of Harlow is situated") == set()
+    assert knowers(knows, "The road to the coast runs") == set()
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, '"Then we shall wait')

@@ -46,7 +46,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v2"
+EVIDENCE_METHOD = "heuristic:evidence-units-v3"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -55,7 +55,25 @@ _REFLECTION = re.compile(
 _LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",
                        re.IGNORECASE)
 
+# Narrator exposition: a general-present statement about a place, a people or a custom ("Hong Kong is an
+# island", "The Pacific Railroad is joined by several branches") in a narrated paragraph where no focus
+# character is named, speaks or is the narrator. Nobody in the story perceives the narrator's lecture, so
+# it is granted to nobody (when rules cannot decide, withhold). A personal pronoun ("He must have
+# travelled") or a past or conditional verb keeps it the story's narration.
+_GENERAL_PRESENT = re.compile(
+    r"\b(?:is|are|has|have|extends|consists|lies|runs|forms|contains|stands|belongs|remains|seems|appears|"
+    r"exists|passes|crosses|reaches|leads|rises|flows|numbers|possesses|becomes)\b"
+)
+_STORY_TIME = re.compile(
+    r"\b(?:was|were|had|did|would|could|should|might|must|he|she|him|his|her|hers|himself|herself|they|them|"
+    r"their|themselves|I|me|my|we|us|our|arose|rose|wound|found|came|went|saw|took)\b|"
+    r"(?<!\bis\s)(?<!\bare\s)(?<!\bbe\s)(?<!\bbeen\s)\b[a-z]{2,}ed\b", re.IGNORECASE
+)
 
+
+def is_exposition(sentence: str) -> bool:
+    """A general-present statement of the narrator's (to be read in a paragraph with no focus character)."""
+    return bool(_GENERAL_PRESENT.search(sentence)) and _STORY_TIME.search(sentence) is None
 
 
 @dataclass
@@ -211,6 +229,9 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
             if in_spans(paragraph.start, skip):
                 continue
             quotes = quote_spans(paragraph)[0]
+            # no focus character named or speaking, no narrator here: exposition may reach nobody
+            impersonal = (not quotes and spans.narrator(paragraph.start) is None
+                          and not any(True for _ in matcher.find(book.text, paragraph.start, paragraph.end)))
             last_actor: str | None = None  # the focus character last acting in this paragraph's narration
             inner: str | None = None  # whose inner life the previous sentence of this paragraph told
             for match in sentence_runs(book.text, paragraph.start, paragraph.end):
@@ -250,6 +271,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                 private = spans.private(s_start, s_end)
                 if thinker is not None:  # narrated inner life: the thinker's alone
                     participants, private = {thinker} | ({narrator} if narrator else set()), True
+                if impersonal and is_exposition(stripped):
+                    participants, private = set(), True
                 inner = thinker
                 if actors:
                     last_actor = actors[-1]
