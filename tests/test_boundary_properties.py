@@ -26,6 +26,7 @@ from reveriemem.inference.session import open_session
 from reveriemem.inference.turn_text import numbered_facts
 from reveriemem.models import open_model
 from reveriemem.source_to_memory import episodic
+from reveriemem.source_to_memory.presence import presence_spans
 from tests.fusion_prompts import fusion_calls, fusion_prompt, probing_model, shingles
 from tests.test_episodic import book_frames
 
@@ -71,7 +72,7 @@ def test_every_sentence_of_every_demo_note_is_from_the_characters_presence_or_th
     checked = 0
     for character in demo_book.characters:
         built = episodic.build_episodes(demo_book, scenes, rosters, utterances, character.slug, open_model("none"))
-        spans = episodic.presence_spans(rosters, character.slug)
+        spans = presence_spans(rosters, character.slug)
         for e in built.episodes:
             assert list(e.presence.spans) == spans[e.scene_id]
             assert e.presence.source_start == spans[e.scene_id][0][0]

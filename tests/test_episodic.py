@@ -19,6 +19,7 @@ from reveriemem.core.text import normalise_space
 from reveriemem.models import FakeModel, open_model
 from reveriemem.source_to_memory import episodic
 from reveriemem.source_to_memory.episodic import DIGEST_METHOD, build_episodes, compact
+from reveriemem.source_to_memory.presence import presence_spans
 from reveriemem_dagster.definitions import ALL_ASSETS
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
@@ -214,7 +215,7 @@ def test_a_character_never_present_has_no_episodes_and_the_check_passes(demo_boo
     assert gold and not any(status.startswith("present") for status in gold)
     assert corwen.height == scenes.height and present_ids(rosters, CORWEN) == []
     assert (corwen["status"] == "referenced").any()
-    assert episodic.presence_spans(rosters, CORWEN) == {}
+    assert presence_spans(rosters, CORWEN) == {}
     built = build_episodes(demo_book, scenes, rosters, utterances, CORWEN, open_model("none"))
     assert built.episodes == [] and built.failures == []
     model = _marking_model()
@@ -285,7 +286,7 @@ def test_episodes_asset_stores_searchable_memories_per_character(demo_book):
     # about the spring oil off the Grey Heron, i.e. if her presence there misses her narrated arrival at dusk
     # ("at dusk Mara found the harbourmaster ... Tobin had come down with her"): a roster error, not a search one.
     last, _, arrival = _last_scene(demo_book, rosters)
-    assert episodic.presence_spans(rosters, MARA)[last][0][0] <= arrival
+    assert presence_spans(rosters, MARA)[last][0][0] <= arrival
     query = EmbeddingModel().embedder().embed(["oil store casks, water, heron"])[0]
     hits = (store.open("episodes").search(query).where(f"character = '{MARA}'", prefilter=True).limit(3)
             .to_list())
@@ -347,13 +348,13 @@ def _last_scene(book, rosters: pl.DataFrame) -> tuple[int, int, int]:
 def test_presence_spans_read_the_roster_rows_in_story_order(demo_book):
     scenes, rosters, _ = book_frames(demo_book)
     last, end, arrival = _last_scene(demo_book, rosters)
-    spans = episodic.presence_spans(rosters, MARA)
+    spans = presence_spans(rosters, MARA)
     assert list(spans) == present_ids(rosters, MARA)
     assert all(a < b for found in spans.values() for a, b in found)
     for rows in (False, True):  # in one row's presence_spans or over several rows
         moved = _with_presence(rosters, MARA, last, [(arrival + 500, end), (arrival, arrival + 600)], rows=rows)
-        assert episodic.presence_spans(moved, MARA)[last] == [(arrival, end)]  # sorted, overlaps merged
-    assert episodic.presence_spans(rosters, "nobody") == {}
+        assert presence_spans(moved, MARA)[last] == [(arrival, end)]  # sorted, overlaps merged
+    assert presence_spans(rosters, "nobody") == {}
 
 
 def test_presence_spans_keep_the_gaps_and_older_rows_fall_back_to_their_bounds(demo_book):
@@ -361,19 +362,19 @@ def test_presence_spans_keep_the_gaps_and_older_rows_fall_back_to_their_bounds(d
     last, end, arrival = _last_scene(demo_book, rosters)
     assert "presence_spans" in rosters.columns
     away = _with_presence(rosters, MARA, last, [(arrival, arrival + 300), (arrival + 900, end)])
-    assert episodic.presence_spans(away, MARA)[last] == [(arrival, arrival + 300), (arrival + 900, end)]
+    assert presence_spans(away, MARA)[last] == [(arrival, arrival + 300), (arrival + 900, end)]
     [presence] = [p for p in episodic.present_scenes(scenes, away, MARA) if p.scene_id == last]
     assert presence.spans == ((arrival, arrival + 300), (arrival + 900, end))
     assert (presence.source_start, presence.source_end) == (arrival, end)
     # rows without the column (older tables, `character_scenes`) or with it empty: present_start..present_end
     older = away.drop("presence_spans")
-    assert episodic.presence_spans(older, MARA)[last] == [(arrival, end)]
+    assert presence_spans(older, MARA)[last] == [(arrival, end)]
     emptied = away.with_columns(presence_spans=pl.lit([], dtype=rosters.schema["presence_spans"]))
-    assert episodic.presence_spans(emptied, MARA) == episodic.presence_spans(older, MARA)
+    assert presence_spans(emptied, MARA) == presence_spans(older, MARA)
     # and a present row with no offsets at all stands for the whole scene
     bare = older.with_columns(present_start=pl.lit(None, pl.Int64), present_end=pl.lit(None, pl.Int64))
     scene_start = int(rosters.filter(pl.col("scene_id") == last)["scene_start"][0])
-    assert episodic.presence_spans(bare, MARA)[last] == [(scene_start, end)]
+    assert presence_spans(bare, MARA)[last] == [(scene_start, end)]
 
 
 def test_a_note_starts_where_presence_starts_and_holds_nothing_from_before(demo_book):

@@ -18,7 +18,8 @@ from reveriemem.models import FakeModel, open_model
 from reveriemem.source_to_memory.clustering import behaviour_units, cluster_units
 from reveriemem.source_to_memory.dialogue_records import Context, Line, annotate_lines, emotion_transitions
 from reveriemem.source_to_memory.emotions import HEURISTIC_METHOD, read_utterance, utterance_act
-from reveriemem.source_to_memory.patterns import build_patterns, excerpts_of, own_quote_spans, pattern_rows
+from reveriemem.source_to_memory.own_lines import own_quote_spans
+from reveriemem.source_to_memory.patterns import build_patterns, excerpts_of, pattern_rows
 from reveriemem.source_to_memory.reading import BookReading
 from tests.conftest import write_book
 

@@ -45,6 +45,7 @@ from reveriemem.models import ModelHandle, run_program
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
 from reveriemem.source_to_memory.mentions import AliasMatcher, Mention
+from reveriemem.source_to_memory.presence import ScenePresence, present_scenes
 
 log = logging.getLogger(__name__)
 
@@ -91,25 +92,11 @@ class Summary:
     my_emotions: str
 
 
-@dataclass(frozen=True)
-class _Presence:
-    scene_id: int
-    status: str
-    scene_start: int
-    scene_end: int
-    source_start: int
-    source_end: int
-    location: str
-    time: str
-    atmosphere: str
-    spans: tuple[tuple[int, int], ...] = ()  # the presence spans, in story order; source_start..source_end hull them
-
-
 @dataclass
 class Episode:
     """One scene as one character remembers it: where they were in it, and the note."""
 
-    presence: _Presence
+    presence: ScenePresence
     summary: Summary
     method: str
     error: str | None = None
@@ -147,64 +134,6 @@ class Episode:
 class EpisodicBuild:
     episodes: list[Episode]
     failures: list[str]  # one line per scene that fell back to the digest
-
-
-def presence_spans(rosters: pl.DataFrame, slug: str) -> dict[int, list[tuple[int, int]]]:
-    """Where the character `slug` is present, per scene they are present for: scene id -> spans in story order.
-
-    Read from the roster rows (`scene_rosters` or `character_scenes`) whose
-    status starts with "present": a row's `presence_spans` column (every
-    [start, end) of presence, so a character who leaves and returns has the
-    gap left out) when it holds any; else, for older rows and tables without
-    the column, its `present_start`..`present_end`; a present row without
-    either stands for the whole scene (`scene_start`..`scene_end`). Several
-    rows for one scene give all their spans, sorted with overlaps merged.
-    """
-    mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for row in mine.iter_rows(named=True):
-        found = [(int(a), int(b)) for a, b in row.get("presence_spans") or [] if a is not None and b is not None
-                 and b > a]
-        if not found:
-            found = [bounds for bounds in (_bounds(row, "present_start", "present_end"),
-                                           _bounds(row, "scene_start", "scene_end")) if bounds][:1]
-        if found:
-            spans.setdefault(int(row["scene_id"]), []).extend(found)
-    return {scene_id: _merged(found) for scene_id, found in sorted(spans.items())}
-
-
-def _bounds(row: dict[str, Any], start_key: str, end_key: str) -> tuple[int, int] | None:
-    start, end = row.get(start_key), row.get(end_key)
-    return (int(start), int(end)) if start is not None and end is not None and end > start else None
-
-
-def _merged(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []  # sorted, overlapping spans joined
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
-def present_scenes(scenes: pl.DataFrame, rosters: pl.DataFrame, slug: str) -> list[_Presence]:
-    """The scenes a character is present for, in story order, with their presence spans in each."""
-    mine = rosters.filter((pl.col("character") == slug) & pl.col("status").str.starts_with("present"))
-    statuses = dict(zip(mine["scene_id"].to_list(), mine["status"].to_list()))
-    settings = {row["scene_id"]: row for row in scenes.iter_rows(named=True)}
-    out = []
-    for scene_id, spans in presence_spans(rosters, slug).items():
-        scene = settings.get(scene_id, {})
-        scene_start = scene.get("start", spans[0][0])
-        scene_end = scene.get("end", spans[-1][1])
-        out.append(_Presence(
-            scene_id=scene_id, status=statuses[scene_id], scene_start=int(scene_start),
-            scene_end=int(scene_end), source_start=spans[0][0], source_end=spans[-1][1],
-            location=scene.get("location") or "", time=scene.get("time") or "",
-            atmosphere=scene.get("atmosphere") or "", spans=tuple(spans),
-        ))
-    return out
 
 
 def build_episodes(
@@ -257,7 +186,7 @@ def character_label(character: Character) -> str:
     return f"{character.name} (also called {', '.join(others)})" if others else character.name
 
 
-def setting_label(presence: _Presence) -> str:
+def setting_label(presence: ScenePresence) -> str:
     parts = [f"place: {presence.location or 'unknown'}", f"time: {presence.time or 'unknown'}"]
     if presence.atmosphere:
         parts.append(f"mood: {presence.atmosphere}")
@@ -273,7 +202,7 @@ def summarise(
     handle: ModelHandle,
     program: Any,
     character: Character,
-    presence: _Presence,
+    presence: ScenePresence,
     passage: str,
     notes: Sequence[str],
 ) -> Summary:
@@ -401,7 +330,7 @@ class _Digester:
         self.speech = utterances.filter(pl.col("speaker") == character.slug).sort("start") \
             if utterances.height else utterances
 
-    def digest(self, presence: _Presence) -> Summary:
+    def digest(self, presence: ScenePresence) -> Summary:
         text = self.book.text
         paragraphs = [p for start, end in presence.spans for p in split_paragraphs(text, start, end)]
         sentences: list[Sentence] = []
@@ -461,7 +390,7 @@ class _Digester:
         mention = Mention(self.character.slug, sentence.start, sentence.start + len(first), first, "name", False)
         return is_action_subject(self.book.text, mention, sentence.start)
 
-    def _speech(self, presence: _Presence) -> list[tuple[int, str]]:
+    def _speech(self, presence: ScenePresence) -> list[tuple[int, str]]:
         """The character's attributed utterances within the presence spans (none from a gap): (offset, text)."""
         if not self.speech.height:
             return []
@@ -492,7 +421,7 @@ def _feeling_near(text: str, sentence: Sentence, spans: Sequence[tuple[int, int]
     return False
 
 
-def _setting_phrase(presence: _Presence) -> str:
+def _setting_phrase(presence: ScenePresence) -> str:
     where = ", ".join(p for p in (presence.location, presence.time) if p)
     mood = f" ({presence.atmosphere})" if presence.atmosphere else ""
     return f"Setting: {where}{mood}." if where else (f"Mood: {presence.atmosphere}." if mood else "")
