@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from reveriemem.inference.reply_evidence import sentence_support
 from reveriemem.inference.session import Session
 from reveriemem.inference.trace import Turn
 
@@ -13,8 +14,11 @@ CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSO
 
 
 def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
-    """The reply, the scenes and facts it rests on, and the whole trace."""
+    """The reply, the scenes and facts it rests on, which sentence each used fact supports, and the trace."""
     trace = turn.trace
+    used = [f for f in trace.facts if f.fact_id in trace.used_facts]
+    sentences = sentence_support(turn.reply, used, session.agent.offline_reasoner().rarity,
+                                 session.character.surface_forms)
     return {
         "book": session.book.slug, "character": session.character.name, "question": turn.question,
         "reply": turn.reply, "model": trace.model, "method": trace.method, "as_of": trace.as_of,
@@ -24,6 +28,7 @@ def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
         "facts": [{"id": f.fact_id, "text": f.text, "evidence": f.evidence, "visibility": f.visibility,
                    "routes": f.routes, "route": f.route, "scene_id": f.scene_id, "source_start": f.source_start,
                    "source_end": f.source_end, "used": f.fact_id in trace.used_facts} for f in trace.facts],
+        "sentences": [s.to_dict() for s in sentences],
         "trace": turn.to_dict()["trace"],
     }
 

@@ -44,6 +44,24 @@ def test_ask_by_alias_answers_from_the_characters_own_memory(built_demo):
         assert "mara-quell" in fact["visibility"] and len(fact["routes"]) == len(fact["visibility"])
 
 
+def test_ask_json_marks_the_sentence_each_used_fact_supports(built_demo):
+    code, output = _ask("Mara", "Where did you fill the Horn Lamp from?", "--lm", "none", "--json")
+    assert code == 0, output
+    answer = _json(output)
+    used = [f for f in answer["facts"] if f["used"]]
+    assert answer["reply"].startswith("As I remember it:") and len(used) == 1
+    quoting = [s for s in answer["sentences"] if "cask nearest the door" in s["text"]]
+    assert len(quoting) == 1
+    assert quoting[0]["facts"] == [{"id": used[0]["id"], "source_start": used[0]["source_start"],
+                                    "source_end": used[0]["source_end"]}]
+    assert used[0]["source_start"] is not None
+    code, output = _ask("Corwen", "What did the harbour register say at four?", "--lm", "none", "--json")
+    assert code == 0, output
+    refusal = _json(output)
+    assert refusal["trace"]["stop_reason"] == "refusal" and refusal["sentences"]
+    assert all(s["facts"] == [] for s in refusal["sentences"])
+
+
 def test_traces_over_every_gold_item_stay_inside_the_askers_boundary(built_demo):
     from reveriemem.inference.session import open_session
 
