@@ -44,7 +44,8 @@ def _pieces(field: str) -> tuple[list[str], list[str]]:
     """A note field cut into its narrated sentences and its quoted lines (clip marks removed)."""
     quoted = [q.rstrip(" …").strip() for q in _QUOTED.findall(field)]
     narrated = _QUOTED.sub("\n", field)
-    sentences = [s.strip().rstrip(" …").strip() for s in re.split(r"\n| … |(?<=[.!?…\"”’]) (?=[A-Z“\"‘])", narrated)]
+    sentences = [s.strip().lstrip("… ").rstrip(" …").strip()
+                 for s in re.split(r"\n| … |(?<=[.!?…\"”’]) (?=[A-Z“\"‘])", narrated)]
     return [s for s in sentences if s], [q for q in quoted if q]
 
 

@@ -317,6 +317,15 @@ def clip(text: str, words: int) -> str:
     return " ".join(parts) if len(parts) <= words else " ".join(parts[:words]) + " …"
 
 
+def clip_sentence(text: str, words: int) -> str:
+    """A digest sentence clipped to `words`; one cut by the start or end of a presence span is marked cut
+    there too, so it never runs into a neighbouring sentence of the note."""
+    clipped = clip(text, words)
+    if clipped and not clipped.endswith(("…", ".", "!", "?", '"', "”", "’", "'")):
+        clipped += " …"
+    return f"… {clipped}" if clipped[:1].islower() else clipped
+
+
 # -- the deterministic digest ----------------------------------------------------
 
 
@@ -364,9 +373,9 @@ class _Digester:
         said = self._speech(presence)
         understanding = " ".join(p for p in (_setting_phrase(presence), _opening_and_close(sentences)) if p)
         # what I did and said, in the order it happened
-        actions = sorted([(s.start, clip(s.text, SENTENCE_WORDS)) for s in acting[:MAX_ACTIONS]]
+        actions = sorted([(s.start, clip_sentence(s.text, SENTENCE_WORDS)) for s in acting[:MAX_ACTIONS]]
                          + [(start, f"I said: “{clip(u, SENTENCE_WORDS)}”") for start, u in said[:MAX_SPEECH]])
-        emotions = [(s.start, clip(s.text, SENTENCE_WORDS)) for s in feeling[:MAX_EMOTIONS]]
+        emotions = [(s.start, clip_sentence(s.text, SENTENCE_WORDS)) for s in feeling[:MAX_EMOTIONS]]
         emotions += [(start, f"“{clip(u, SENTENCE_WORDS)}”") for start, u in said
                      if u.rstrip().endswith("!") or _EMOTION.search(u)][: max(0, MAX_EMOTIONS - len(emotions))]
         return Summary(understanding, " ".join(a for _, a in actions), " ".join(e for _, e in sorted(emotions)))
@@ -431,7 +440,7 @@ def _opening_and_close(sentences: Sequence[Sentence], each: int = 2) -> str:
     """The first and last sentences of a passage, passing over headings and signatures."""
     sentences = [s for s in sentences if len(s.text.split()) >= MIN_SENTENCE_WORDS] or list(sentences)
     if len(sentences) <= 2 * each:
-        return " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences)
-    head = " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences[:each])
-    tail = " ".join(clip(s.text, SENTENCE_WORDS) for s in sentences[-each:])
+        return " ".join(clip_sentence(s.text, SENTENCE_WORDS) for s in sentences)
+    head = " ".join(clip_sentence(s.text, SENTENCE_WORDS) for s in sentences[:each])
+    tail = " ".join(clip_sentence(s.text, SENTENCE_WORDS) for s in sentences[-each:])
     return f"{head} {tail}" if head.endswith("…") else f"{head} … {tail}"
