@@ -63,8 +63,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         return True
     if not at_clause_start:
         return False
-    # "Holmes and Watson entered": skip one coordinated name
-    coordinated = re.match(r"^\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after)
+    # "Holmes and Watson entered", "Ann, Bob and Cy boarded": skip the coordinated names
+    coordinated = re.match(r"^(?:,\s+(?:[A-Z][\w.]*\s+){0,2}[A-Z][\w.]*){0,3},?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after)
     if coordinated:
         after = after[coordinated.end() - 1 :]
     verb = _VERB_AFTER.match(after)
@@ -88,7 +88,8 @@ _COGNITION = (
     r"convinced|persuaded|certain|sure|resolved|determined)|"
     r"had\s+(?:no\s+doubt|hoped|feared|thought|resolved|decided|determined|made\s+up|suspected|believed)|"
     r"did\s+not\s+(?:doubt|know|suspect|believe)|could\s+not\s+(?:help\s+thinking|understand|believe)|"
-    r"began\s+to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand))"
+    r"began\s+(?:\w+ly\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture)|"
+    r"conjectured|speculated|guessed)"
 )
 _THINKS_AFTER = re.compile(
     rf"^(?:,[^,.;:!?\"]{{1,30}},)?(?:\s+(?:\w+ly|also|still|now|then|too|again|at\s+once|at\s+last|no\s+longer))*"

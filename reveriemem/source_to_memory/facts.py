@@ -229,6 +229,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
             if in_spans(paragraph.start, skip):
                 continue
             quotes = quote_spans(paragraph)[0]
+            # speech "to himself": heard by nobody else, so the quoted words are the speaker's alone
+            aside = bool(quotes) and any(_ASIDE.search(book.text, a, b) for a, b in _between(paragraph, quotes))
             # no focus character named or speaking, no narrator here: exposition may reach nobody
             impersonal = (not quotes and spans.narrator(paragraph.start) is None
                           and not any(True for _ in matcher.find(book.text, paragraph.start, paragraph.end)))
@@ -268,7 +270,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                             mention.character}:  # the thought is the sentence's first clause ("Fix thought")
                         thinkers.add(mention.character)
                 thinker = _inner_life(stripped, spoken, thinkers, actors, last_actor, inner)
-                private = spans.private(s_start, s_end)
+                private = spans.private(s_start, s_end) or (spoken and aside)
                 if thinker is not None:  # narrated inner life: the thinker's alone
                     participants, private = {thinker} | ({narrator} if narrator else set()), True
                 if impersonal and is_exposition(stripped):
@@ -281,6 +283,16 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                                   s_start, s_end, scene_id, method, FactEvidence([statement], participants),
                                   error=error))
     return facts
+
+
+_ASIDE = re.compile(r"\b(?:said|muttered|murmured|repeated|whispered|thought|cried|exclaimed|added|asked)\s+"
+                    r"(?:\w+\s+){0,3}?to\s+(?:him|her)self\b")
+
+
+def _between(paragraph: Any, quotes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The narration around a paragraph's quotations (where "said to himself" would be)."""
+    edges = [paragraph.start] + [x for span in quotes for x in span] + [paragraph.end]
+    return [(edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
 
 
 _VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b(?!\s+to\s+(?:him|her)self)")

@@ -36,21 +36,11 @@ from reveriemem.core.text import Paragraph, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
+from reveriemem.source_to_memory.movement import departs, pronoun_departures, solitudes
 
 ROSTER_VERSION = "roster-v4"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
-_DEPARTURE = re.compile(
-    r"\b(?:left\s+(?:the\s+(?:room|house|hall|office|cabin|car|carriage|station|table)|us|them|him|her|me)|"
-    r"went\s+(?:out|away|off|home|ashore|below|back)|departed|walked\s+(?:out|away|off)|"
-    r"hurried\s+(?:out|away|off)|ran\s+(?:out|away|off)|was\s+gone|took\s+(?:his|her)\s+leave|"
-    r"slipped\s+(?:out|away)|disappeared|withdrew|retired\s+to)\b"
-)
-# A move within the room is no departure ("went back to his seat", "withdrew to the window").
-_WITHIN_ROOM = re.compile(
-    r"\s+(?:to|into|towards?)\s+(?:his|her|their|the|a)\s+(?:\w+\s+)?(?:seat|place|chair|desk|table|window|"
-    r"fire|fireside|hearth|corner|bench|sofa|couch|stool|work|post|book)s?\b"
-)
 # Arrival in scene time, said of the character named just before the verb
 # ("Tobin came in", "Osric Penhallow stood on the step"); a pluperfect
 # ("had come in") tells of an earlier arrival. Or a door opens on them.
@@ -74,6 +64,9 @@ _CAME_WITH = re.compile(
 )
 # Accompaniment in narration: "stood by the hearth with the apprentice", "stayed behind with Harrow and Tobin".
 _WITH = re.compile(r"\bwith\s+(?:(?:[A-Z][\w.]*|the\s+\w+)\s+and\s+)?$")
+# The company as one ("the travellers", "Mr. Fogg's party", "his companions", "all four").
+_COMPANY = re.compile(r"\b(?:the|our|his|her|their|[A-Z][\w.]*(?:'s|’s))\s+(?:\w+\s+)?(?:travellers|travelers|party|"
+                      r"companions|fellow-travellers)\b|\b(?:all|the)\s+(?:three|four|five)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
@@ -102,6 +95,7 @@ class RosterEvidence:
     spans: list[tuple[int, int]] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)  # (offset, OPENS or CLOSES)
     addressed_at: list[int] = field(default_factory=list)  # offsets where a speaker addresses them by name
+    seen_at: list[int] = field(default_factory=list)  # offsets of narration naming them (outside quotes)
     address_only: bool = False  # addressed, but never speaks, acts or arrives in the scene
 
     def status(self) -> str:
@@ -123,15 +117,29 @@ def scene_evidence(
     narrator_at: dict[int, str],
     character_slugs: Sequence[str],
     deaths: Mapping[str, int] | None = None,
+    genders: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
+    company: frozenset[str] = frozenset(),
 ) -> dict[str, RosterEvidence]:
-    """Gather roster evidence for every focus character over one scene's paragraphs, with presence spans."""
+    """Gather roster evidence for every focus character over one scene's paragraphs, with presence spans.
+
+    `genders` (slug -> gender) lets "he"/"she" stand for the last named actor in a departure or
+    "was alone"; `names` (lowercased alias -> slug) names the companion of "alone with".
+    `company` are those present at the end of the previous scene: when the narration speaks of them
+    as one ("the travellers", "Mr. Fogg's party", "all four") before anyone has left, they are all there.
+    """
     evidence = {slug: RosterEvidence() for slug in character_slugs}
+    genders = genders or {}
+    actors: list[tuple[int, str]] = []  # (offset, slug) of named action subjects, this paragraph and the last
+    alone: list[tuple[int, frozenset[str]]] = []
+    moved = False  # someone has left since the scene began: the company may have split
     scene_start = paragraphs[scene_paragraphs[0]].start if scene_paragraphs else 0
     named: set[str] = set()  # present by name in this scene so far: relational descriptors may now mean them
     for index in scene_paragraphs:
         paragraph = paragraphs[index]
         utterance = utterances_by_paragraph.get(index)
         spans = utterance.quote_spans if utterance else []
+        actors = [(at, slug) for at, slug in actors if at >= paragraphs[max(index - 1, 0)].start]
         if utterance and utterance.speaker in evidence:
             speaker = evidence[utterance.speaker]
             speaker.utterances += 1
@@ -160,6 +168,7 @@ def scene_evidence(
                 record.first_offset = mention.start
             if in_spans(mention.start, spans):
                 continue
+            record.seen_at.append(mention.start)
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
             if _EARLIER_ARRIVAL.match(text, mention.end):
@@ -182,16 +191,36 @@ def scene_evidence(
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
                     named.add(mention.character)
-                tail = text[mention.end : mention.end + 80]
-                departure = _DEPARTURE.search(tail.split(".")[0])
-                if departure and not _WITHIN_ROOM.match(tail[departure.end():]):
+                actors.append((mention.start, mention.character))
+                if departs(text, mention.end, sentence[1]):
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
+        fragments = narration_fragments(paragraph, spans)
+        if company and not moved:
+            for a, b in fragments:
+                group = _COMPANY.search(text, a, b)
+                if group:
+                    for slug in company & evidence.keys():
+                        _present(evidence[slug], index, group.start())
+                    break
+        moved = moved or any(kind == CLOSES for record in evidence.values() for _, kind in record.events)
+        for slug, offset in pronoun_departures(text, fragments, actors, genders):
+            if slug in evidence:
+                evidence[slug].departure_paragraph = index
+                evidence[slug].events.append((offset, CLOSES))
+        for offset, stays in solitudes(text, fragments, actors, genders, names or {}):
+            alone.append((offset, stays))
+            for slug in stays & evidence.keys():
+                _present(evidence[slug], index, offset)
     if scene_paragraphs:
         scene_end = paragraphs[scene_paragraphs[-1]].end
         for record in evidence.values():
             _confirm_address(record, index_of={paragraphs[i].start: i for i in scene_paragraphs})
         follow_departures(evidence)
+        for offset, stays in alone:  # "Fogg was alone": the others are gone from there
+            for slug, record in evidence.items():
+                if slug not in stays:
+                    record.events.append((offset, CLOSES))
         for slug, record in evidence.items():
             death = (deaths or {}).get(slug)
             record.spans = presence_spans(record.events, scene_start, scene_end, death)
@@ -231,12 +260,23 @@ def follow_departures(evidence: Mapping[str, RosterEvidence]) -> None:
         nexts = {other: min((o for o, kind in record.events if kind == OPENS and o >= offset), default=None)
                  for other, record in evidence.items()}
         mine = nexts[slug]
-        if mine is None or any(o is not None and o <= mine for other, o in nexts.items() if other != slug):
+        company = {other for other, record in evidence.items() if other != slug and _open_at(record.events, offset)}
+        if mine is None or any(o is not None and o <= mine for other, o in nexts.items() if other in company):
             continue
         evidence[slug].events.append((offset, OPENS))
         for other, record in evidence.items():
             if other != slug:
                 record.events.append((offset, CLOSES))
+
+
+def _open_at(events: Sequence[tuple[int, str]], offset: int) -> bool:
+    """Do the events leave a character present just before `offset` (opened, and not closed since)?"""
+    state = False
+    for at, kind in sorted(events, key=lambda e: (e[0], e[1] != CLOSES)):
+        if at >= offset:
+            break
+        state = kind == OPENS
+    return state
 
 
 def _confirm_address(record: RosterEvidence, index_of: Mapping[int, int]) -> None:

@@ -1,0 +1,143 @@
+"""Narrated movement: leaving a place, going to another part of it, and being alone.
+
+Cues the rosters read from narration (never from inside quotation marks):
+- a **departure**: the subject leaves where they were ("left the car", "rushed out",
+  "alighted") or goes to another part of the place ("descended to the saloon",
+  "went to his cabin", "proceeded to the after-deck"). A move within the room
+  ("went back to his seat", "withdrew to the window") is no departure;
+- **solitude**: "Fogg was alone", "he found himself alone with her": everyone
+  else present is gone from that point (until their own next evidence).
+
+The subject is a named character, or "he"/"she" standing for the character of
+that gender who last acted by name in the same or the previous paragraph; a
+pronoun with no such character, or with two candidates of its gender acting
+in the same sentence, is nobody's (withhold rather than guess).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+_PARTS = (
+    r"(?:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|"
+    r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
+    r"street|town|city|shore|quay|wharf|pier|boat|ship|steamer|garden|yard|court|door|gate|consulate|"
+    r"police\s+station|prison|cell|camp|tent|village)s?"
+)
+_LEAVES = (
+    r"left\s+(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
+    r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
+    r"(?:out|away|off|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
+    r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)"
+)
+_GOES_TO = (
+    r"(?:went|walked|proceeded|descended|ascended|returned|repaired|hurried|hastened|rushed|ran|climbed|"
+    r"made\s+(?:his|her)\s+way|betook\s+(?:him|her)self|shut\s+(?:him|her)self\s+up)\s+"
+    r"(?:(?:up|down|back|below|aloft|again|straight|at\s+once)\s+)?(?:to|into|towards?|on|upon)\s+"
+    r"(?:the|his|her|their|a)\s+(?:[\w-]+\s+)?" + _PARTS + r"\b"
+)
+DEPARTURE = re.compile(rf"\b(?:{_LEAVES}|{_GOES_TO})")
+# A move within the room is no departure ("went back to his seat", "withdrew to the window").
+WITHIN_ROOM = re.compile(
+    r"\s+(?:to|into|towards?)\s+(?:his|her|their|the|a)\s+(?:\w+\s+)?(?:seat|place|chair|desk|table|window|"
+    r"fire|fireside|hearth|corner|bench|sofa|couch|stool|work|post|book)s?\b"
+)
+_SOLITUDE = re.compile(
+    r"\b(?:was|were|remained|stayed|sat|stood|waited|lived|being|found\s+(?:him|her)self|left)\s+(?:quite\s+|all\s+|now\s+)?"
+    r"alone\b(?:\s+with\s+(?P<with>[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?|him|her))?"
+)
+_PRONOUN_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+|\b(?:and|then)\s+)(?P<pronoun>He|She|he|she)\s+(?:\w+ly\s+)?")
+_SENTENCE = re.compile(r"[^.!?]+[.!?]*")
+_PRONOUN_GENDER = {"he": "male", "she": "female"}
+
+
+# Another subject between the character and the verb makes the verb someone else's.
+_OTHER_SUBJECT = re.compile(
+    r"\b(?:he|she|they|I|we|you|it)\b|(?<![.!?]\s)\b[A-Z][a-z]+|"
+    r"\b(?:as|while|when|whilst|that|until|till|before|after|because|whom|saw|watched)\s+"
+    r"(?:the|a|an|his|her|their|one|some|two|three)\s+\w+"
+)
+
+
+def departs(text: str, start: int, end: int) -> bool:
+    """Does the sentence text[start:end], just after its subject, narrate leaving where the subject was?
+
+    The verb must come within 200 characters with no other subject in between ("Mr. Fogg pressed her
+    hand, and, having confided to her his bag, went off" is his departure).
+    """
+    clause = text[start:min(end, start + 200)]
+    found = DEPARTURE.search(clause)
+    if not found or WITHIN_ROOM.match(clause[found.end():]):
+        return False
+    return _OTHER_SUBJECT.search(clause, 0, found.start()) is None
+
+
+def pronoun_subject(pronoun: str, offset: int, actors: Sequence[tuple[int, str]],
+                    genders: Mapping[str, str]) -> str | None:
+    """The character a sentence-opening "he"/"she" at `offset` stands for, or None when undecidable.
+
+    `actors` are (offset, slug) of named action subjects so far (same or previous paragraph), in order.
+    The latest of the pronoun's gender wins, unless another of that gender acted in the same sentence.
+    """
+    gender = _PRONOUN_GENDER.get(pronoun.lower())
+    candidates = [(at, slug) for at, slug in actors if at < offset and genders.get(slug) == gender]
+    if not candidates:
+        return None
+    last_at, last = candidates[-1]
+    rivals = {slug for at, slug in candidates if slug != last and at >= last_at - 200}
+    return None if rivals else last
+
+
+def pronoun_departures(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[tuple[int, str]],
+                       genders: Mapping[str, str]) -> list[tuple[str, int]]:
+    """(slug, sentence end) for each narrated "He went below..." departure in the narration fragments."""
+    out = []
+    for a, b in fragments:
+        for match in _PRONOUN_OPENS.finditer(text, a, b):
+            if not departs(text, match.end() - 1, min(b, match.end() + 120)):
+                continue
+            slug = pronoun_subject(match.group("pronoun"), match.start("pronoun"), actors, genders)
+            if slug is not None:
+                out.append((slug, _sentence_end(text, match.end(), b)))
+    return out
+
+
+def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[tuple[int, str]],
+              genders: Mapping[str, str], names: Mapping[str, str]) -> list[tuple[int, frozenset[str]]]:
+    """(offset, who stays) for each narrated "X was alone (with Y)": everyone else present leaves there.
+
+    The subject is the nearest named actor before "alone" in the sentence, or the pronoun's character;
+    `names` maps a lowercased alias to its slug for the companion after "with". Undecidable: skipped.
+    """
+    out = []
+    for a, b in fragments:
+        for sentence in _SENTENCE.finditer(text, a, b):
+            found = _SOLITUDE.search(text, sentence.start(), sentence.end())
+            if not found:
+                continue
+            before = [(at, slug) for at, slug in actors if sentence.start() <= at < found.start()]
+            subject = before[-1][1] if before else None
+            opening = _PRONOUN_OPENS.match(text, sentence.start())
+            if subject is None and opening:
+                subject = pronoun_subject(opening.group("pronoun"), sentence.start(), actors, genders)
+            if subject is None:
+                continue
+            stays = {subject}
+            companion = found.group("with")
+            if companion:
+                other = names.get(companion.lower())
+                if other is None and companion in ("him", "her"):
+                    others = [s for _, s in actors if s != subject
+                              and genders.get(s) == _PRONOUN_GENDER["he" if companion == "him" else "she"]]
+                    other = others[-1] if others else None
+                if other is None:
+                    continue  # alone with someone we cannot name: decide nothing
+                stays.add(other)
+            out.append((sentence.start(), frozenset(stays)))
+    return out
+
+
+def _sentence_end(text: str, offset: int, limit: int) -> int:
+    found = re.compile(r"[.!?]").search(text, offset, limit)
+    return found.end() if found else limit

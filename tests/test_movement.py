@@ -1,0 +1,97 @@
+"""Narrated movement on short synthetic passages: leaving by pronoun, being alone, the company, asides."""
+
+from reveriemem.source_to_memory.movement import departs, pronoun_subject
+from tests.test_presence_and_death import build, knowers
+
+CAST = """characters:
+  - name: Ann Moss
+    aliases: [Ann]
+    gender: female
+  - name: Bob Hale
+    aliases: [Bob]
+    gender: male
+  - name: Cy Dunn
+    aliases: [Cy]
+    gender: male
+"""
+
+
+def test_he_who_leaves_is_the_last_man_who_acted_by_name(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat at the table in the inn's parlour, over the remains of supper.
+
+Bob rose and folded his napkin.  He went down to the cellar with a candle.
+
+Ann counted the coins in her purse and laid them in a row beside her plate.
+
+"Two shillings short," said Ann.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "Ann counted the coins")
+    assert "bob-hale" not in knowers(knows, '"Two shillings short')
+    assert "ann-moss" in knowers(knows, '"Two shillings short')
+
+
+def test_a_pronoun_with_two_candidates_of_its_gender_decides_nothing():
+    actors = [(10, "bob-hale"), (40, "cy-dunn")]
+    genders = {"bob-hale": "male", "cy-dunn": "male", "ann-moss": "female"}
+    assert pronoun_subject("He", 100, actors, genders) is None
+    assert pronoun_subject("She", 100, actors, genders) is None
+    assert pronoun_subject("He", 900, [(10, "bob-hale"), (700, "cy-dunn")], genders) == "cy-dunn"
+
+
+def test_alone_with_someone_leaves_only_the_two(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann, Bob and Cy stood together in the hall of the old house, talking of the harvest.
+
+In the evening Ann found herself alone with Bob by the fire in the hall.
+
+"I never meant to leave the farm," said Bob quietly.
+""", CAST)
+    assert knowers(knows, '"I never meant') >= {"ann-moss", "bob-hale"}
+    assert "cy-dunn" not in knowers(knows, '"I never meant')
+
+
+def test_the_story_follows_a_leaver_even_when_it_meets_someone_new_outside(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat in the railway car, watching the snow fall on the plain.
+
+Bob rushed out of the car.  A dozen passengers stood by the line, and among them was Cy.
+
+Cy stamped his boots in the snow and shouted at the guard about the broken bridge ahead.
+
+Bob listened with set teeth and said nothing of the bridge to anyone.
+""", CAST)
+    assert "ann-moss" not in knowers(knows, "Cy stamped his boots")
+    assert "ann-moss" not in knowers(knows, "Bob listened with set teeth")
+    assert "bob-hale" in knowers(knows, "Cy stamped his boots")
+
+
+def test_words_said_to_oneself_are_heard_by_nobody_else(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob walked together along the quay in the grey morning light.
+
+"The ledger was forged," muttered Bob to himself, "and the clerk knows it."
+""", CAST)
+    assert knowers(knows, '"The ledger was forged') == {"bob-hale"}
+
+
+def test_the_company_spoken_of_as_one_is_all_there(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann, Bob and Cy boarded the coach at dawn, and Bob paid the driver for the three of them.
+
+* * *
+
+Two days later, at noon, the travellers reached the ferry across the wide brown river.
+
+The ferryman said that the water was too high to cross before the morning.
+""", CAST)
+    assert {"ann-moss", "bob-hale", "cy-dunn"} <= knowers(knows, "The ferryman said")
+
+
+def test_departure_verbs_need_their_own_subject():
+    text = "Bob pressed her hand, and, having given her the bag, went off with the soldiers."
+    assert departs(text, len("Bob"), len(text))
+    text = "Bob watched as the guard rushed out of the car."
+    assert not departs(text, len("Bob"), len(text))
+    text = "Bob went back to his seat by the window."
+    assert not departs(text, len("Bob"), len(text))
