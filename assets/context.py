@@ -33,7 +33,7 @@ from reveriemem.models import ModelHandle
 from reveriemem.source_to_memory.reading import BookReading
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 
-CODE_VERSION = "2"  # 2: offline scenes v2 (place/time splits, no headings), presence as a state with deaths, episodic notes from presence spans, own-line excerpts
+CODE_VERSION = "3"  # 3: rosters v5 (narrated movement: pronoun departures, "alone", following a leaver, the company). 2: offline scenes v2 (place/time splits, no headings), presence as a state with deaths, episodic notes from presence spans, own-line excerpts
 
 book_text = dg.AssetSpec(
     "book_text", partitions_def=book_partitions, group_name="source",

@@ -38,7 +38,7 @@ from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import departs, pronoun_departures, solitudes
 
-ROSTER_VERSION = "roster-v4"
+ROSTER_VERSION = "roster-v5"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -95,7 +95,6 @@ class RosterEvidence:
     spans: list[tuple[int, int]] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)  # (offset, OPENS or CLOSES)
     addressed_at: list[int] = field(default_factory=list)  # offsets where a speaker addresses them by name
-    seen_at: list[int] = field(default_factory=list)  # offsets of narration naming them (outside quotes)
     address_only: bool = False  # addressed, but never speaks, acts or arrives in the scene
 
     def status(self) -> str:
@@ -168,7 +167,6 @@ def scene_evidence(
                 record.first_offset = mention.start
             if in_spans(mention.start, spans):
                 continue
-            record.seen_at.append(mention.start)
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
             if _EARLIER_ARRIVAL.match(text, mention.end):
