@@ -3,6 +3,7 @@
     python benchmarks/boundary.py                      # Around the World in 80 Days, then the demo story
     python benchmarks/boundary.py --book PATH --annotation A.jsonl [--annotation B.jsonl]
     python benchmarks/boundary.py --demo-only --keep-home
+    python benchmarks/boundary.py --no-demo --presence-from-annotation   # the ceiling of the presence record
 
 Registers the book (and the demo story) in a scratch data home, builds the
 memory offline (REVERIEMEM_LM=none), reads the stored facts and prints, per
@@ -11,7 +12,10 @@ focus character and overall, the leak rate (grants by routes other than
 characters granted), their counts and the passages with the most leaks,
 labelled with the method that built the facts, the embedder and the machine.
 The annotation format and the scoring rules: docs/formats.md, "Presence
-annotation", and eval/boundary.py. The demo story is scored against its gold
+annotation", and eval/boundary.py. With --presence-from-annotation the same
+offline facts are granted from the annotation's own presence instead of the
+rosters' (no Dagster, no store): what is left then is owed to the facts and
+their privacy, not to who was present. The demo story is scored against its gold
 scenes (present = present_active or present_silent).
 """
 
@@ -79,6 +83,34 @@ def report(slug: str, seconds: float, embedder: str, passages: Any, worst: int) 
         print("  " + line)
 
 
+def annotated_presence_ceiling(path: Path, characters: Path, slug: str, passages: Any, worst: int) -> None:
+    """Score offline evidence units granted from the annotation's presence (the rosters left out)."""
+    from eval.boundary import format_boundary, locate_passages, score_book_boundary
+    from reveriemem.core.registry import prepare_book
+    from reveriemem.models import open_model
+    from reveriemem.source_to_memory.facts import assign_visibility, evidence_units, fact_rows
+    from reveriemem.source_to_memory.preparation import prepare_scenes
+    from reveriemem.source_to_memory.reading import BookReading
+    from reveriemem.source_to_memory.visibility import Presence
+
+    book, _ = prepare_book(path, characters, slug=slug)
+    reading = BookReading(book)
+    spans = prepare_scenes(reading, open_model("none")).scenes
+    scenes = [(i + 1, reading.paragraphs[s.first].start, reading.paragraphs[s.last].end) for i, s in enumerate(spans)]
+    presences = [Presence(c, scene_id, max(a, p.start), min(b, p.end))
+                 for p in locate_passages(book, passages) for scene_id, a, b in scenes
+                 if min(b, p.end) > max(a, p.start) for c in p.present]
+    speakers = {u.start: u.speaker for u in reading.utterances(spans) if u.speaker}
+    facts = evidence_units(book, scenes, speakers, headings=reading.heading_spans)
+    assign_visibility(facts, presences, [], [], [c.slug for c in book.characters], deaths=reading.deaths)
+    rows = [row for row in fact_rows(book, facts, None) if row["visibility"]]
+    score = score_book_boundary(book, rows, passages)
+    print(f"\nbook: {book.title} ({slug}); offline evidence units granted from the annotation's presence "
+          f"(rosters left out): {len(rows):,} facts")
+    for line in format_boundary(score, {c.slug: c.name for c in book.characters}, worst=worst):
+        print("  " + line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--book", default=str(SHARED / "around-the-world-in-80-days.txt"), help="book file")
@@ -90,6 +122,8 @@ def main() -> None:
     parser.add_argument("--demo-only", action="store_true", help="score only the demo story")
     parser.add_argument("--no-demo", action="store_true", help="leave out the demo story")
     parser.add_argument("--worst", type=int, default=10, help="how many worst passages to list")
+    parser.add_argument("--presence-from-annotation", action="store_true",
+                        help="grant the offline facts from the annotation's presence instead (the rosters' ceiling)")
     parser.add_argument("--keep-home", action="store_true", help="keep the scratch data home and print its path")
     args = parser.parse_args()
 
@@ -119,6 +153,9 @@ def main() -> None:
             if not files:
                 raise SystemExit(f"No presence annotation for {slug} under {PRESENCE}; pass --annotation FILE.")
             passages = load_presence_annotation(files)
+            if args.presence_from_annotation:
+                annotated_presence_ceiling(path, characters, slug, passages, args.worst)
+                return
             seconds = build_offline(path, characters, slug, embedder)
             report(slug, seconds, embedder, passages, args.worst)
         if args.demo_only or not args.no_demo:
