@@ -1,4 +1,4 @@
-"""Narrated movement on short synthetic passages: leaving by pronoun, being alone, the company, asides."""
+"""Narrated movement on short synthetic passages: leaving by pronoun, being alone, following a leaver, asides."""
 
 from reveriemem.source_to_memory.movement import departs, pronoun_subject
 from tests.test_presence_and_death import build, knowers
@@ -73,19 +73,6 @@ Ann and Bob walked together along the quay in the grey morning light.
 "The ledger was forged," muttered Bob to himself, "and the clerk knows it."
 """, CAST)
     assert knowers(knows, '"The ledger was forged') == {"bob-hale"}
-
-
-def test_the_company_spoken_of_as_one_is_all_there(tmp_path):
-    _, _, knows = build(tmp_path, """
-Ann, Bob and Cy boarded the coach at dawn, and Bob paid the driver for the three of them.
-
-* * *
-
-Two days later, at noon, the travellers reached the ferry across the wide brown river.
-
-The ferryman said that the water was too high to cross before the morning.
-""", CAST)
-    assert {"ann-moss", "bob-hale", "cy-dunn"} <= knowers(knows, "The ferryman said")
 
 
 def test_departure_verbs_need_their_own_subject():

@@ -95,16 +95,11 @@ class BookReading:
         slugs = [c.slug for c in self.book.characters]
         genders = {c.slug: c.gender for c in self.book.characters}
         names = {alias.lower(): c.slug for c in self.book.characters for alias in (c.name, *c.aliases)}
-        out: list[dict[str, RosterEvidence]] = []
-        company: frozenset[str] = frozenset()  # present at the end of the previous scene
-        for s in scenes:
-            evidence = scene_evidence(self.book.text, self.paragraphs, s.paragraphs, self.mentions_by_paragraph,
-                                      by_paragraph, self.narrator_at, slugs, deaths=self.deaths, genders=genders,
-                                      names=names, company=company)
-            end = self.paragraphs[s.paragraphs[-1]].end if s.paragraphs else 0
-            company = frozenset(slug for slug, record in evidence.items() if record.spans and record.spans[-1][1] >= end)
-            out.append(evidence)
-        return out
+        return [
+            scene_evidence(self.book.text, self.paragraphs, s.paragraphs, self.mentions_by_paragraph,
+                           by_paragraph, self.narrator_at, slugs, deaths=self.deaths, genders=genders, names=names)
+            for s in scenes
+        ]
 
 
 _PLACE_WORDS = (

@@ -64,9 +64,6 @@ _CAME_WITH = re.compile(
 )
 # Accompaniment in narration: "stood by the hearth with the apprentice", "stayed behind with Harrow and Tobin".
 _WITH = re.compile(r"\bwith\s+(?:(?:[A-Z][\w.]*|the\s+\w+)\s+and\s+)?$")
-# The company as one ("the travellers", "Mr. Fogg's party", "his companions", "all four").
-_COMPANY = re.compile(r"\b(?:the|our|his|her|their|[A-Z][\w.]*(?:'s|’s))\s+(?:\w+\s+)?(?:travellers|travelers|party|"
-                      r"companions|fellow-travellers)\b|\b(?:all|the)\s+(?:three|four|five)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
@@ -118,20 +115,16 @@ def scene_evidence(
     deaths: Mapping[str, int] | None = None,
     genders: Mapping[str, str] | None = None,
     names: Mapping[str, str] | None = None,
-    company: frozenset[str] = frozenset(),
 ) -> dict[str, RosterEvidence]:
     """Gather roster evidence for every focus character over one scene's paragraphs, with presence spans.
 
     `genders` (slug -> gender) lets "he"/"she" stand for the last named actor in a departure or
     "was alone"; `names` (lowercased alias -> slug) names the companion of "alone with".
-    `company` are those present at the end of the previous scene: when the narration speaks of them
-    as one ("the travellers", "Mr. Fogg's party", "all four") before anyone has left, they are all there.
     """
     evidence = {slug: RosterEvidence() for slug in character_slugs}
     genders = genders or {}
     actors: list[tuple[int, str]] = []  # (offset, slug) of named action subjects, this paragraph and the last
     alone: list[tuple[int, frozenset[str]]] = []
-    moved = False  # someone has left since the scene began: the company may have split
     scene_start = paragraphs[scene_paragraphs[0]].start if scene_paragraphs else 0
     named: set[str] = set()  # present by name in this scene so far: relational descriptors may now mean them
     for index in scene_paragraphs:
@@ -194,14 +187,6 @@ def scene_evidence(
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
         fragments = narration_fragments(paragraph, spans)
-        if company and not moved:
-            for a, b in fragments:
-                group = _COMPANY.search(text, a, b)
-                if group:
-                    for slug in company & evidence.keys():
-                        _present(evidence[slug], index, group.start())
-                    break
-        moved = moved or any(kind == CLOSES for record in evidence.values() for _, kind in record.events)
         for slug, offset in pronoun_departures(text, fragments, actors, genders):
             if slug in evidence:
                 evidence[slug].departure_paragraph = index
