@@ -38,9 +38,10 @@ class ReverieGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit,
+                GeneratorExit):
             raise
-        except (Exception, KeyboardInterrupt) as exc:
+        except BaseException as exc:  # KeyboardInterrupt and Dagster's interrupt error too
             command = next((a for a in self.argv if not a.startswith("-")), "reveriemem")
             raise click.exceptions.Exit(report_failure(exc, command, self.argv)) from exc
 

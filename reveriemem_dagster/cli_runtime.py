@@ -50,9 +50,9 @@ def prepare_terminal(verbose: bool) -> None:
     tries to fetch the table over the network (three attempts, about 10 s offline).
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    if verbose:
-        os.environ[VERBOSE_ENV] = "1"
-    else:
+    global _verbose
+    _verbose = verbose
+    if not verbose:
         warnings.filterwarnings("ignore")
         os.environ.setdefault("LITELLM_LOG", "ERROR")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -60,18 +60,26 @@ def prepare_terminal(verbose: bool) -> None:
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         for name in ("LiteLLM", "litellm", "httpx", "sentence_transformers", "transformers", "dagster"):
-            logging.getLogger(name).setLevel(logging.ERROR)
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+_verbose = False  # set by prepare_terminal for this command
+
+
 def is_verbose() -> bool:
-    return os.environ.get(VERBOSE_ENV) == "1"
+    return _verbose
 
 
 def dagster_console_level() -> str:
     """Dagster's console log level for a build: its step-failure tracebacks only when verbose."""
     return "WARNING" if is_verbose() else "CRITICAL"
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Ctrl-C or SIGTERM, as Python or as Dagster (inside a step) raises it."""
+    return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "DagsterExecutionInterruptedError"
 
 
 def failure_message(exc: BaseException, command: str, line: str) -> str:
@@ -80,7 +88,7 @@ def failure_message(exc: BaseException, command: str, line: str) -> str:
     where = f" in step {step}" if step else ""
     resume = (f" Work already done is kept: rerun `{line}` to resume." if command in RESUMING else "")
     hint = "" if is_verbose() else " (--verbose shows the traceback)"
-    if isinstance(exc, KeyboardInterrupt):
+    if interrupted(exc):
         return f"Interrupted{where}.{resume}".strip()
     if isinstance(exc, ReverieMemError):
         detail = str(exc).strip()
@@ -96,7 +104,7 @@ def report_failure(exc: BaseException, command: str, argv: list[str]) -> int:
         traceback.print_exception(exc, file=sys.stderr)
     line = " ".join(["reveriemem", *(a for a in argv if a != "--verbose")])
     print(f"Error: {failure_message(exc, command, line)}", file=sys.stderr)
-    return EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else 1
+    return EXIT_INTERRUPTED if interrupted(exc) else 1
 
 
 def model_notice(lm: str) -> str | None:

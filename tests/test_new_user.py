@@ -38,9 +38,8 @@ def test_no_model_configured_means_the_offline_rules(monkeypatch: pytest.MonkeyP
     assert model_notice("") is None
 
 
-def test_demo_ends_with_a_reply_and_its_facts(demo_home: Path):
+def test_demo_ends_with_a_reply_and_its_facts(built_demo: str):
     """`reveriemem demo` (what `make demo` runs) built offline, then asked Mara one question: run it again."""
-    os.environ["REVERIEMEM_HOME"] = str(demo_home)
     result = CliRunner().invoke(main, ["demo"], env={"REVERIEMEM_LM": None})
     assert result.exit_code == 0, result.output
     assert "No model configured: using the offline rules" in result.output
@@ -87,7 +86,7 @@ def test_a_legacy_encoding_is_read_with_a_warning():
     decoded = decode_book_bytes("caf\u00e9 \u2014 na\u00efve".encode("cp1252"), "x")
     assert decoded.text == "caf\u00e9 \u2014 na\u00efve"
     assert decoded.warnings and "read as Windows-1252" in decoded.warnings[0] and "offset 3" in decoded.warnings[0]
-    assert decode_book_bytes("plain".encode(), "x").warnings == ()
+    assert decode_book_bytes(b"plain", "x").warnings == ()
 
 
 def test_several_gutenberg_books_or_a_huge_file_warn():
@@ -245,3 +244,33 @@ def test_cost_uses_litellm_prices_and_the_configured_concurrency(monkeypatch: py
     unknown = build_cost(figures, "openai/no-such-model-here", "litellm")
     assert unknown.dollars is None and "no price" in unknown.lines(figures)[0]
     assert build_cost(figures, "bundled", "bundled").dollars == 0.0
+
+
+# -- fast answers ---------------------------------------------------------------------------------------------
+
+
+def test_what_ask_imports_leaves_out_dagster_and_torch():
+    code = ("import sys\nimport reveriemem_dagster.cli, reveriemem_dagster.conversation, reveriemem.inference.session\n"
+            "from reveriemem.core.embeddings import open_embedder\n"
+            "e = open_embedder('all-MiniLM-L6-v2')\nassert e is open_embedder('all-MiniLM-L6-v2')\n"
+            "v = e.embed(['Which cask did you fill the Horn Lamp from?'])\n"
+            "print(v.shape, sorted(m for m in ('dagster', 'torch', 'sentence_transformers') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(1, 384) []"
+
+
+@pytest.mark.slow
+def test_numpy_minilm_gives_sentence_transformers_vectors():
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    from reveriemem.core.embeddings import bundled_minilm_path
+    from reveriemem.core.minilm import MiniLMNumpy
+
+    texts = ["Which cask did you fill the Horn Lamp from on the fourteenth?", "Mara!",
+             "Each of them was keeping a lamp the other could not see. " * 30]  # long: truncated at 256 tokens
+    ours = MiniLMNumpy(bundled_minilm_path()).encode(texts)
+    theirs = SentenceTransformer(str(bundled_minilm_path()), device="cpu").encode(texts, normalize_embeddings=True)
+    assert np.abs(ours - theirs).max() < 1e-5
