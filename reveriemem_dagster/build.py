@@ -307,15 +307,24 @@ def build_book(
                 for key, values in _metadata(result).items():
                     report.metadata[_report_key(key, run.character)] = values
         except BaseException as exc:
-            unfinished = mark_unfinished_failed(instance, slug, launched_after)
-            if current is not None:
-                step = _running_step(instance, unfinished) or _running_step(instance, _latest_run(instance, slug))
-                names = step or ", ".join(a.key.to_user_string() for a in current.assets)
-                exc.add_note(f"{FAILED_STEP_NOTE}{names} of {current.label}")
+            _record_failure(exc, instance, slug, launched_after, current)
             raise
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _record_failure(exc: BaseException, instance: dg.DagsterInstance, slug: str, since: float,
+                    current: PlannedRun | None) -> None:
+    """Mark the build's unfinished runs failed and note on `exc` the step it stopped in (never masking `exc`)."""
+    try:
+        unfinished = mark_unfinished_failed(instance, slug, since)
+        if current is not None:
+            step = _running_step(instance, unfinished) or _running_step(instance, _latest_run(instance, slug))
+            names = step or ", ".join(a.key.to_user_string() for a in current.assets)
+            exc.add_note(f"{FAILED_STEP_NOTE}{names} of {current.label}")
+    except Exception:  # the instance itself may be what failed; the original error is what to report
+        pass
 
 
 def _materialize(job: str, assets: list[Any], run: PlannedRun, **execute: Any) -> dg.ExecuteInJobResult:
