@@ -34,6 +34,7 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._time import get_current_datetime
 
 from assets.context import book_text
+from reveriemem.core.errors import FAILED_STEP_NOTE
 from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import BY_ASSET
 from reveriemem.core.storage import MemoryStore
@@ -44,6 +45,8 @@ from reveriemem_dagster.partitions import pair_key, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
 MODEL_TAG, EMBEDDER_TAG = "reveriemem/lm", "reveriemem/embedder"  # on every build run: what made the outputs
+BOOK_TAG = "reveriemem/book"
+BOOK_JOB, CHARACTER_JOB = "book_memory", "character_memory"  # the job names of definitions.py
 FAILED_SCENES = "failed_scenes"  # metadata: how many scenes an asset failed (an int; a list is counted)
 DAGSTER_CONSOLE_LEVEL = "WARNING"  # Dagster's per-event debug log stays in the instance, off the terminal
 
@@ -289,19 +292,89 @@ def build_book(
     run_config = {"loggers": {"console": {"config": {"log_level": dagster_log_level.upper()}}}}
     report = BuildReport(book=slug, metadata=dict(plan.metadata), ran=plan.to_run, skipped=plan.skipped)
     started = time.monotonic()
+    launched_after = time.time()
     with tracking() as totals:
-        for run in plan.runs:
-            names = ", ".join(a.key.to_user_string() for a in run.assets)
-            progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
-            result = dg.materialize([book_text, *book_level, *per_character], selection=run.assets, partition_key=run.partition,
-                                    instance=instance, resources=resources, run_config=run_config,
-                                    tags={"reveriemem/book": slug, **identity})
-            report.runs += 1
-            for key, values in _metadata(result).items():
-                report.metadata[_report_key(key, run.character)] = values
+        current: PlannedRun | None = None
+        try:
+            for run in plan.runs:
+                current = run
+                names = ", ".join(a.key.to_user_string() for a in run.assets)
+                progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
+                result = _materialize(BOOK_JOB if run.character is None else CHARACTER_JOB,
+                                      [book_text, *book_level, *per_character], run, instance=instance,
+                                      resources=resources, run_config=run_config, tags={BOOK_TAG: slug, **identity})
+                report.runs += 1
+                for key, values in _metadata(result).items():
+                    report.metadata[_report_key(key, run.character)] = values
+        except BaseException as exc:
+            _record_failure(exc, instance, slug, launched_after, current)
+            raise
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _record_failure(exc: BaseException, instance: dg.DagsterInstance, slug: str, since: float,
+                    current: PlannedRun | None) -> None:
+    """Mark the build's unfinished runs failed and note on `exc` the step it stopped in (never masking `exc`)."""
+    try:
+        unfinished = mark_unfinished_failed(instance, slug, since)
+        if current is not None:
+            step = _running_step(instance, unfinished) or _running_step(instance, _latest_run(instance, slug))
+            names = step or ", ".join(a.key.to_user_string() for a in current.assets)
+            exc.add_note(f"{FAILED_STEP_NOTE}{names} of {current.label}")
+    except Exception:  # the instance itself may be what failed; the original error is what to report
+        pass
+
+
+def _materialize(job: str, assets: list[Any], run: PlannedRun, **execute: Any) -> dg.ExecuteInJobResult:
+    """`dg.materialize` of `run.assets`, as a run of the named job (not Dagster's anonymous one)."""
+    defs = dg.Definitions(jobs=[dg.define_asset_job(name=job, selection=run.assets)], assets=assets,
+                          resources=execute.pop("resources"))
+    return defs.resolve_job_def(job).execute_in_process(partition_key=run.partition, **execute)
+
+
+UNFINISHED = (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
+
+
+def mark_unfinished_failed(instance: dg.DagsterInstance, slug: str, since: float) -> list[str]:
+    """Mark as failed the runs of `slug` launched since `since` that an interrupt or error left unfinished.
+
+    Returns their run ids. Without this a run killed by a signal stays "Started" in the Dagster UI.
+    """
+    runs = instance.get_runs(dg.RunsFilter(statuses=list(UNFINISHED), tags={BOOK_TAG: slug}))
+    failed = []
+    for run in runs:
+        record = instance.get_run_record_by_id(run.run_id)
+        if record is None or record.create_timestamp.timestamp() < since - 1:
+            continue
+        instance.report_run_failed(run, message="The build was interrupted or failed; rerunning resumes it.")
+        failed.append(run.run_id)
+    return failed
+
+
+def _latest_run(instance: dg.DagsterInstance, slug: str) -> list[str]:
+    runs = instance.get_runs(dg.RunsFilter(tags={BOOK_TAG: slug}), limit=1)
+    return [runs[0].run_id] if runs else []
+
+
+def _running_step(instance: dg.DagsterInstance, run_ids: list[str]) -> str | None:
+    """The step (asset) that started last and did not succeed, in the first of `run_ids` that has one."""
+    kinds = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS}
+    for run_id in run_ids:
+        started: list[str] = []
+        for entry in instance.all_logs(run_id, of_type=kinds):
+            event = entry.dagster_event
+            if event is None or event.step_key is None:
+                continue
+            if event.event_type == dg.DagsterEventType.STEP_START:
+                started.append(event.step_key)
+            elif event.step_key in started:
+                started.remove(event.step_key)
+        if started:
+            return started[-1]
+    return None
 
 
 def _latest_materialization(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str) -> dg.EventLogRecord | None:

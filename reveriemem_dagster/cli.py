@@ -10,33 +10,60 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
-from reveriemem.core.errors import ReverieMemError
 from reveriemem.core.registry import books_root, list_books, load_book, remove_book
-from reveriemem.core.settings import data_home
+from reveriemem_dagster.cli_books import books_command, estimate_command
+from reveriemem_dagster.cli_runtime import (
+    dagster_console_level,
+    model_notice,
+    prepare_terminal,
+    report_failure,
+    verbose_requested,
+)
 
 if TYPE_CHECKING:
     from reveriemem_dagster.build import BuildReport
 
 
 class ReverieGroup(click.Group):
-    """Turns the project's own errors into one sentence and exit code 1."""
+    """Tells a failure or an interrupt in one or two sentences (the traceback with --verbose), exit code non-zero."""
+
+    argv: list[str] = []
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        verbose, argv = verbose_requested(list(sys.argv[1:] if args is None else args))
+        prepare_terminal(verbose)
+        self.argv = argv
+        return super().main(argv, *rest, **kwargs)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except ReverieMemError as exc:
-            raise click.ClickException(str(exc)) from exc
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit,
+                GeneratorExit):
+            raise
+        except BaseException as exc:  # KeyboardInterrupt and Dagster's interrupt error too
+            command = next((a for a in self.argv if not a.startswith("-")), "reveriemem")
+            raise click.exceptions.Exit(report_failure(exc, command, self.argv)) from exc
 
 
 @click.group(cls=ReverieGroup)
 @click.version_option(package_name="reveriemem")
-def main() -> None:
+@click.option("--verbose", is_flag=True, help="Tracebacks, library warnings and loading bars (also after the command).")
+def main(verbose: bool) -> None:
     """ReverieMem: perspective-bounded memory for characters of a book.
 
     Data lives in $REVERIEMEM_HOME (default ./.reveriemem); the model is chosen
     by $REVERIEMEM_LM or --lm (a LiteLLM model string, gguf:/path/model.gguf,
-    `bundled` for the offline SmolLM2-135M, or `none` for the deterministic path).
+    `bundled` for the tiny offline SmolLM2-135M, or `none`). With no model
+    configured, commands use the offline rules (deterministic, no model).
     """
+
+
+def _notice(lm: str) -> None:
+    """Say once which kind of model a command runs on, when it is no model or the tiny bundled one."""
+    notice = model_notice(lm)
+    if notice:
+        click.echo(f"note: {notice}", err=True)
 
 
 def _register(path: Path, characters: Path | None, name: str | None) -> None:
@@ -76,17 +103,6 @@ def remove_book_command(book: str) -> None:
     click.echo(f"Removed {book!r}.")
 
 
-@main.command("books")
-def books() -> None:
-    """List the registered books."""
-    slugs = list_books()
-    if not slugs:
-        click.echo(f"No books registered in {data_home()}.")
-    for slug in slugs:
-        book = load_book(slug)
-        click.echo(f"{slug}\t{book.info['body_words']} words\t{', '.join(c.name for c in book.characters)}")
-
-
 def _summarise(report: BuildReport) -> None:
     meta = report.metadata
     scenes = meta.get("scenes", {})
@@ -117,12 +133,13 @@ def _build(book: str, lm: str, embedder: str = "", *, force: bool = False, retry
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.progress_display import ProgressDisplay
 
+    _notice(lm)
     if quiet:
         return build_book(book, lm=lm, embedder=embedder, force=force, retry_failed=retry_failed,
-                          dagster_log_level="ERROR")
+                          dagster_log_level="CRITICAL")
     with ProgressDisplay() as display:
         return build_book(book, lm=lm, embedder=embedder, progress=display.message, force=force,
-                          retry_failed=retry_failed)
+                          retry_failed=retry_failed, dagster_log_level=dagster_console_level())
 
 
 @main.command("build")
@@ -144,25 +161,6 @@ def build(book: str, lm: str, embedder: str, force: bool, retry_failed: bool, qu
     _summarise(_build(book, lm, embedder, force=force, retry_failed=retry_failed, quiet=quiet))
 
 
-@main.command("estimate")
-@click.argument("book")
-@click.option("--lm", default="", help="The model the build would use (default: $REVERIEMEM_LM or bundled).")
-def estimate(book: str, lm: str) -> None:
-    """Print the model calls and tokens a build of BOOK would need, before any model call.
-
-    Dry-runs the whole build in a scratch data home with a recording stand-in
-    model (the named model is never called) and counts every prompt with the
-    cl100k tokenizer; completion sizes are assumptions, listed in the output.
-    """
-    from reveriemem.models.backends import resolve_spec
-    from reveriemem.source_to_memory.estimate import dry_run, format_estimate
-    from reveriemem_dagster.build import build_book
-
-    load_book(book)
-    model = resolve_spec(lm or None).name
-    click.echo(format_estimate(dry_run(book, build_book), model))
-
-
 def _as_of_options(command: Any) -> Any:
     command = click.option("--as-of", "as_of", type=int, default=None,
                            help="Bound the character to what they had lived by the end of this scene.")(command)
@@ -182,6 +180,9 @@ def _as_of_options(command: Any) -> Any:
 def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedder: str, rounds: int,
         as_of: int | None, as_of_chapter: int | None) -> None:
     """Ask CHARACTER (any alias) of BOOK a question; the reply rests only on what they could know."""
+    if not question.strip():
+        raise click.ClickException("The question is empty; ask CHARACTER something, e.g. \"Where were you that night?\"")
+    _notice(lm)
     from reveriemem.inference.session import open_session
     from reveriemem_dagster.conversation import render_turn, turn_json
 
@@ -203,7 +204,8 @@ def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedd
 @_as_of_options
 def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: int | None,
          as_of_chapter: int | None) -> None:
-    """Talk with CHARACTER of BOOK; history and emotional state carry over turns (/trace, /quit)."""
+    """Talk with CHARACTER of BOOK; history and emotional state carry over turns (/trace, /quit, Ctrl-C)."""
+    _notice(lm)
     from reveriemem.inference.session import open_session
     from reveriemem_dagster.conversation import chat_loop
 
@@ -314,6 +316,7 @@ def evaluate(book: str, out: Path, items: Path | None, methods: str, part: str |
     from eval.runner import RunSpec, run_evaluation
 
     load_book(book)
+    _notice(lm)
     spec = RunSpec(book=book, out=out, items=items, methods=[m.strip() for m in methods.split(",") if m.strip()],
                    lm=lm or None, embedder=_built_embedder(book, embedder), part=part, limit=limit)
     outcome = run_evaluation(spec, progress=None if quiet else (lambda line: click.echo(line, err=True)))
@@ -404,13 +407,20 @@ def compile_command(book: str, lm: str, optimizer: str, train: int, heldout: int
 
 
 @main.command("demo")
-@click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM or the bundled SmolLM2).")
+@click.option("--lm", default="", help="Model for the demo (default: $REVERIEMEM_LM, else the offline rules).")
 def demo(lm: str) -> None:
-    """Register the embedded demo story (once) and build its memory."""
+    """Register the embedded demo story (once), build its memory, and ask one character one question."""
+    from reveriemem_dagster.conversation import demo_question
+
     if DEMO_SLUG not in list_books():
         _register(demo_book_path(), demo_characters_path(), DEMO_SLUG)
     _summarise(_build(DEMO_SLUG, lm))
+    click.echo("")
+    click.echo(demo_question(lm))
 
+
+main.add_command(books_command)
+main.add_command(estimate_command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

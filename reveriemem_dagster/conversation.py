@@ -10,7 +10,8 @@ from reveriemem.inference.reply_evidence import sentence_support
 from reveriemem.inference.session import Session
 from reveriemem.inference.trace import Turn
 
-CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D) ends."
+CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D, Ctrl-C) ends."
+DEMO_CHARACTER, DEMO_QUESTION = "Mara Quell", "Which cask did you fill the Horn Lamp from on the fourteenth?"
 
 
 def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
@@ -104,7 +105,21 @@ def chat_loop(session: Session, read: Callable[[str], str], write: Callable[[str
         if line.startswith("/"):
             write(CHAT_HELP)
             continue
-        last = session.agent.respond(line, history=list(history), as_of=session.as_of)
+        try:
+            last = session.agent.respond(line, history=list(history), as_of=session.as_of)
+        except KeyboardInterrupt:
+            write("")
+            return turns
         history += [("You", line), (session.character.name, last.reply)]
         turns += 1
         write(f"{session.character.name}: {last.reply}")
+
+
+def demo_question(lm: str = "") -> str:
+    """The end of `reveriemem demo`: one question to one character of the demo story, with the facts it rests on."""
+    from reveriemem.core.demo import DEMO_SLUG
+    from reveriemem.inference.session import open_session
+
+    session = open_session(DEMO_SLUG, DEMO_CHARACTER, lm=lm)
+    turn = session.agent.respond(DEMO_QUESTION, as_of=session.as_of)
+    return f"You (to {session.character.name}): {DEMO_QUESTION}\n" + render_turn(session, turn)

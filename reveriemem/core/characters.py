@@ -8,6 +8,7 @@ declares that the character does not die (it turns off death detection).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ import yaml
 from reveriemem.core.errors import CharacterFileError
 
 GENDERS = ("male", "female", "other")
+FILE_KEYS = ("title", "characters")
+ENTRY_KEYS = ("name", "aliases", "descriptors", "gender", "narrator_spans", "dies")
+SPAN_KEYS = ("start", "end")
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ def load_character_file(path: Path) -> tuple[str | None, list[Character]]:
 def parse_character_data(data: Any, source: str) -> tuple[str | None, list[Character]]:
     if not isinstance(data, dict) or not isinstance(data.get("characters"), list):
         raise CharacterFileError(f"The character file {source} needs a top-level `characters:` list.")
+    _check_keys(data, FILE_KEYS, f"the top level of {source}")
     if not data["characters"]:
         raise CharacterFileError(f"The character file {source} lists no characters.")
     title = data.get("title")
@@ -122,6 +127,7 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
         raise CharacterFileError(f"The {where} needs a non-empty `name`.")
     name = entry["name"].strip()
+    _check_keys(entry, ENTRY_KEYS, f"{name!r} in {source}")
     aliases = _string_list(entry.get("aliases", []), f"`aliases` of {name!r} in {source}")
     descriptors = _string_list(entry.get("descriptors", []), f"`descriptors` of {name!r} in {source}")
     gender = str(entry.get("gender", "other")).lower()
@@ -138,6 +144,7 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
                 raise CharacterFileError(
                     f"Each narrator span of {name!r} in {source} needs a literal `start` text."
                 )
+            _check_keys(span, SPAN_KEYS, f"a narrator span of {name!r} in {source}")
             end = span.get("end")
             specs.append(NarratorSpanSpec(start=span["start"], end=str(end) if end else None))
     dies = entry.get("dies")
@@ -156,6 +163,16 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
         narrator_span_specs=specs,
         death_marker=dies.strip() if dies else None,
     )
+
+
+def _check_keys(entry: dict[Any, Any], known: tuple[str, ...], where: str) -> None:
+    """Refuse a key the file format does not know (a misspelt key would otherwise be dropped silently)."""
+    for key in entry:
+        if str(key) in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else f"the known keys are {', '.join(known)}."
+        raise CharacterFileError(f"Unknown key `{key}` in {where}; {hint}")
 
 
 def _string_list(value: Any, what: str) -> list[str]:

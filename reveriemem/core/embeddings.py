@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from reveriemem.core.errors import EmbedderMismatchError, ModelUnavailableError, StorageError
+from reveriemem.core.minilm import MiniLMNumpy
 from reveriemem.core.schemas import DEFAULT_DIM
 from reveriemem.core.settings import embedder_spec
 from reveriemem.core.storage import MemoryStore
@@ -58,14 +59,19 @@ class HashEmbedder:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model, loaded lazily once, batched, normalised."""
+    """A sentence-transformers model, loaded lazily once, batched, normalised.
 
-    def __init__(self, name: str, location: str, batch_size: int = 32):
+    For the default MiniLM, a query of a few texts is encoded by the same model
+    in numpy (`reveriemem.core.minilm`), so answering never imports torch.
+    """
+
+    def __init__(self, name: str, location: str, batch_size: int = 32, *, numpy_queries: bool = False):
         self.name = name
         self._location = location
         self._batch_size = batch_size
         self._model: Any = None
         self._dim = DEFAULT_DIM if "MiniLM-L6" in name else 0
+        self._numpy: MiniLMNumpy | None = MiniLMNumpy(Path(location)) if numpy_queries else None
 
     @property
     def dim(self) -> int:
@@ -75,6 +81,10 @@ class SentenceTransformerEmbedder:
         return self._dim
 
     def _load(self) -> Any:
+        with _LOAD_LOCK:
+            return self._load_once()
+
+    def _load_once(self) -> Any:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -91,9 +101,14 @@ class SentenceTransformerEmbedder:
         return self._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        model = self._load()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._numpy is not None and len(texts) <= QUERY_BATCH:
+            from threadpoolctl import threadpool_limits
+
+            with _ENCODE_LOCK, threadpool_limits(1):
+                return self._numpy.encode(texts)
+        model = self._load()
         with _ENCODE_LOCK, _torch_threads(1 if len(texts) <= QUERY_BATCH else None):
             vectors = model.encode(texts, batch_size=self._batch_size, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False)
@@ -105,6 +120,7 @@ class SentenceTransformerEmbedder:
 # on two threads against 0.075 s on one (all-MiniLM-L6-v2, load average 4-6).
 QUERY_BATCH = 8
 _ENCODE_LOCK = threading.Lock()
+_LOAD_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -134,9 +150,24 @@ def bundled_minilm_path() -> Path:
 HASH_SPEC = re.compile(r"hash(?:[:-](\d+))?")
 
 
+_opened: dict[str, Embedder] = {}
+_opened_lock = threading.Lock()
+
+
 def open_embedder(spec: str | None = None) -> Embedder:
-    """`all-MiniLM-L6-v2` (default, offline), `hash`, `hash:DIM`, or a sentence-transformers name/path."""
+    """`all-MiniLM-L6-v2` (default, offline), `hash`, `hash:DIM`, or a sentence-transformers name/path.
+
+    A model is opened once per process: opening the same string again returns the same embedder,
+    so a chat or a server loads its weights once.
+    """
     spec = spec or embedder_spec()
+    with _opened_lock:
+        if spec not in _opened:
+            _opened[spec] = _open(spec)
+        return _opened[spec]
+
+
+def _open(spec: str) -> Embedder:
     hashing = HASH_SPEC.fullmatch(spec)
     if hashing:
         dim = int(hashing.group(1) or DEFAULT_DIM)
@@ -144,7 +175,7 @@ def open_embedder(spec: str | None = None) -> Embedder:
             raise ModelUnavailableError(f"The hashing embedder {spec!r} needs a positive dimension, e.g. hash:768.")
         return HashEmbedder(dim)
     if spec in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "default"):
-        return SentenceTransformerEmbedder("all-MiniLM-L6-v2", str(bundled_minilm_path()))
+        return SentenceTransformerEmbedder("all-MiniLM-L6-v2", str(bundled_minilm_path()), numpy_queries=True)
     return SentenceTransformerEmbedder(spec, spec)
 
 

@@ -34,3 +34,7 @@ class StorageError(ReverieMemError):
 
 class EmbedderMismatchError(ReverieMemError):
     """A memory is asked with another embedder than the one that built it."""
+
+
+# The note `build_book` adds to an exception that ended a build: the step and partition it stopped in.
+FAILED_STEP_NOTE = "reveriemem-build-step: "

@@ -27,7 +27,7 @@ from reveriemem.core.characters import (
 )
 from reveriemem.core.errors import RegistryError
 from reveriemem.core.settings import data_home
-from reveriemem.core.text import find_body, read_book_file, word_count
+from reveriemem.core.text import book_shape_warnings, find_body, read_book_file, word_count
 
 
 @dataclass
@@ -74,8 +74,9 @@ def prepare_book(
     body = find_body(decoded.text)
     if word_count(decoded.text[body[0] : body[1]]) < 20:
         raise RegistryError(f"The book file {path} has no story text once its framing is removed.")
-    warnings = validate_characters(characters, decoded.text, body, str(path))
     raw = path.read_bytes()
+    warnings = [*decoded.warnings, *book_shape_warnings(decoded.text, len(raw), str(path))]
+    warnings += validate_characters(characters, decoded.text, body, str(path))
     info = {
         "slug": slug,
         "title": title or slug.replace("-", " ").title(),

@@ -21,7 +21,7 @@ LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
 MODEL_CACHE_ENV = "REVERIEMEM_MODEL_CACHE"
 
-DEFAULT_LM = "bundled"
+DEFAULT_LM = "none"  # the offline rules; `bundled` (SmolLM2-135M) and real models are opted into
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
 
@@ -45,8 +45,13 @@ def dagster_home() -> Path:
 
 
 def lm_spec() -> str:
-    """The model string chosen by `REVERIEMEM_LM`, or the bundled default."""
+    """The model string chosen by `REVERIEMEM_LM`, or the default: no model (the offline rules)."""
     return os.environ.get(LM_ENV) or DEFAULT_LM
+
+
+def lm_configured() -> bool:
+    """Whether a model was chosen in the environment (`REVERIEMEM_LM` set and not empty)."""
+    return bool(os.environ.get(LM_ENV, "").strip())
 
 
 def embedder_spec() -> str:

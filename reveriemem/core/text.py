@@ -30,6 +30,8 @@ from typing import Any
 from reveriemem.core.errors import BookInputError
 
 MAX_BOOK_BYTES = 64 * 1024 * 1024
+LARGE_BOOK_BYTES = 4 * 1024 * 1024  # above this a book is read, with a warning (about 700,000 words)
+MAX_STRAY_BYTES = 100  # at most this many undecodable bytes in a UTF-8 book are replaced, with a warning
 
 _START_RE = re.compile(
     r"^\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK[^\n]*$", re.IGNORECASE | re.MULTILINE
@@ -47,6 +49,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 class DecodedText:
     text: str
     encoding: str
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,11 @@ class Paragraph:
 def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
     """Decode a book's bytes as UTF-8 (BOM allowed), else Windows-1252, else Latin-1.
 
-    Raises BookInputError for empty, binary or undecodable input.
+    A text that is UTF-8 but for a few stray bytes (at most MAX_STRAY_BYTES, and
+    no more than its well-formed non-ASCII characters) stays UTF-8: the stray
+    bytes become U+FFFD and a warning names the first one's byte offset. Falling
+    back to a legacy encoding is also said in a warning. Raises BookInputError
+    for empty, binary or undecodable input.
     """
     if not raw.strip():
         raise BookInputError(f"The book file {source} is empty.")
@@ -74,25 +81,74 @@ def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
         raise BookInputError(
             f"The book file {source} looks binary (it contains NUL bytes); give a plain-text file."
         )
-    for encoding in ("utf-8-sig", "cp1252", "latin-1"):
+    bad = _utf8_error_offsets(raw)
+    if bad:
+        mostly = raw.decode("utf-8-sig", errors="replace")
+        well_formed = sum(1 for ch in mostly if ord(ch) > 127 and ch != "\ufffd")
+        if len(bad) <= MAX_STRAY_BYTES and well_formed >= len(bad):
+            count = f"{len(bad)} undecodable byte sequence{'s' if len(bad) > 1 else ''}"
+            return DecodedText(text=mostly, encoding="utf-8", warnings=(
+                f"The book file {source} is UTF-8 with {count} (the first at byte offset {bad[0]}), "
+                f"read as U+FFFD; check the file if a name or word there matters.",))
+    for encoding in ("cp1252", "latin-1") if bad else ("utf-8-sig", "cp1252", "latin-1"):
         try:
             text = raw.decode(encoding)
         except UnicodeDecodeError:
             continue
         controls = len(_CONTROL_RE.findall(text))
-        if controls <= max(2, len(text) // 1000):
-            return DecodedText(text=text, encoding="utf-8" if encoding == "utf-8-sig" else encoding)
+        if controls > max(2, len(text) // 1000):
+            continue
+        if encoding == "utf-8-sig":
+            return DecodedText(text=text, encoding="utf-8")
+        why = f"the first byte that is not is at offset {bad[0]}" if bad else "it has control characters"
+        name = "Windows-1252" if encoding == "cp1252" else "Latin-1"
+        return DecodedText(text=text, encoding=encoding, warnings=(
+            f"The book file {source} is not UTF-8 ({why}); it was read as {name}.",))
     raise BookInputError(
         f"The book file {source} could not be decoded as UTF-8, Windows-1252 or Latin-1 text."
     )
 
 
-def read_book_file(path: Path) -> DecodedText:
-    """Read and decode a book file, with one clear error for each bad input."""
+def _utf8_error_offsets(raw: bytes, limit: int = MAX_STRAY_BYTES + 1) -> list[int]:
+    """Byte offsets of the first `limit` sequences that are not UTF-8 (empty for valid UTF-8)."""
+    offsets: list[int] = []
+    position = 0
+    while len(offsets) < limit:
+        try:
+            raw[position:].decode("utf-8")
+            break
+        except UnicodeDecodeError as exc:
+            offsets.append(position + exc.start)
+            position += exc.end
+    return offsets
+
+
+def book_shape_warnings(text: str, size: int, source: str) -> list[str]:
+    """Warnings about a book file's shape: several Gutenberg books in one file, or a very large file."""
+    warnings: list[str] = []
+    starts = list(_START_RE.finditer(text))
+    if len(starts) > 1:
+        warnings.append(
+            f"The book file {source} holds {len(starts)} Project Gutenberg books (START markers at characters "
+            f"{', '.join(str(m.start()) for m in starts)}); only the first one is read, up to its END marker.")
+    if size > LARGE_BOOK_BYTES:
+        warnings.append(
+            f"The book file {source} is {size / 1024 / 1024:.1f} MiB, more than {LARGE_BOOK_BYTES // 1024 // 1024} MiB "
+            f"(a long novel is under 2); a build will take long: check it is one book.")
+    return warnings
+
+
+def check_book_path(path: Path) -> None:
+    """Refuse a book path that does not exist or is not a file, in one sentence."""
     if not path.exists():
         raise BookInputError(f"The book file {path} does not exist.")
     if not path.is_file():
         raise BookInputError(f"The book path {path} is not a file.")
+
+
+def read_book_file(path: Path) -> DecodedText:
+    """Read and decode a book file, with one clear error for each bad input."""
+    check_book_path(path)
     size = path.stat().st_size
     if size > MAX_BOOK_BYTES:
         raise BookInputError(

@@ -1,6 +1,6 @@
 """The language-model layer: open a model by its string, run DSPy programs on it.
 
-    handle = open_model()              # REVERIEMEM_LM, default "bundled"
+    handle = open_model()              # REVERIEMEM_LM, default "none" (the offline rules)
     pred = run_program(handle, dspy.Predict(MySignature), passage=...)
     handle.usage.summary()             # calls, cached calls, tokens, latency: asset metadata
 

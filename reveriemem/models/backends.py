@@ -258,7 +258,7 @@ def backend_for(model: str) -> Backend:
 
 
 def resolve_spec(spec: str | None = None) -> ModelSpec:
-    """Read a model string (default: `REVERIEMEM_LM`, else "bundled"); see the module doc."""
+    """Read a model string (default: `REVERIEMEM_LM`, else "none"); see the module doc."""
     raw = (spec if spec is not None else settings.lm_spec()).strip()
     if not raw:
         raise ModelUnavailableError("The model string is empty; set REVERIEMEM_LM to a model or to 'none'.")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dspy_programs.scenes import scene_boundary_program, scene_roster_program, scene_setting_program
+from reveriemem.core import progress
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import normalise_space
 from reveriemem.models import ModelHandle, run_program
@@ -64,6 +65,8 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
         fallback = heuristic_boundaries(candidates)
         program = scene_boundary_program()
         keep = []
+        step = "scenes (boundaries)"
+        progress.step_started(reading.book.slug, step, sum(s.boundary not in ("start", "chapter") for s in candidates))
         for index, span in enumerate(candidates):
             if span.boundary in ("start", "chapter"):
                 keep.append(True)
@@ -76,6 +79,7 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
             except ModelOutputError as exc:
                 failures.append(f"boundary before paragraph {span.first}: {exc}")
                 keep.append(fallback[index])
+            progress.unit_done(reading.book.slug, step)
         keep = _enforce_min_words(candidates, keep, MIN_MODEL_SCENE_WORDS)
         method = f"model:{handle.name}+{HEURISTIC_METHOD}"
     scenes = split_long(merge_spans(candidates, keep), reading.paragraphs, MAX_SCENE_WORDS)
@@ -83,6 +87,8 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
     setting_methods: list[str] = []
     setting_program = scene_setting_program() if handle.lm is not None else None
     names = [n for c in reading.book.characters for n in (c.name, *c.aliases)]
+    if setting_program is not None:
+        progress.step_started(reading.book.slug, "scenes (settings)", len(scenes))
     for scene in scenes:
         text = span_text(reading, scene)
         guess = heuristic_setting(text, names)
@@ -104,6 +110,7 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
             failures.append(f"setting of scene at paragraph {scene.first}: {exc}")
             settings.append(guess)
             setting_methods.append(HEURISTIC_METHOD)
+        progress.unit_done(reading.book.slug, "scenes (settings)")
     return PreparedScenes(scenes, settings, method, setting_methods, failures)
 
 
@@ -194,6 +201,7 @@ def judge_rosters(
         f"{c.name} ({', '.join(c.aliases + c.descriptors)})" if c.aliases or c.descriptors else c.name
         for c in reading.book.characters
     ]
+    progress.step_started(reading.book.slug, "scene_rosters", len(scenes))
     for scene, scene_evidence in zip(scenes, evidence):
         judged: dict[str, str] = {}
         try:
@@ -207,6 +215,7 @@ def judge_rosters(
                     judged[slug] = entry.status
         except ModelOutputError as exc:
             failures.append(f"roster of scene at paragraph {scene.first}: {exc}")
+        progress.unit_done(reading.book.slug, "scene_rosters")
         results.append({
             slug: (combine_status(record, judged.get(slug)), judged.get(slug))
             for slug, record in scene_evidence.items()
