@@ -13,6 +13,7 @@ from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 from reveriemem.core.errors import ReverieMemError
 from reveriemem.core.registry import books_root, list_books, load_book, remove_book
 from reveriemem.core.settings import data_home
+from reveriemem_dagster.cli_serve import serve
 
 if TYPE_CHECKING:
     from reveriemem_dagster.build import BuildReport
@@ -411,6 +412,8 @@ def demo(lm: str) -> None:
         _register(demo_book_path(), demo_characters_path(), DEMO_SLUG)
     _summarise(_build(DEMO_SLUG, lm))
 
+
+main.add_command(serve)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
