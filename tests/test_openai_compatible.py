@@ -76,3 +76,14 @@ def test_an_unreachable_server_is_a_clear_error():
     handle = open_model("openai/tiny", api_base="http://127.0.0.1:9/v1", model_cache=False)
     with pytest.raises(Exception, match="127.0.0.1:9"):
         run_program(handle, dspy.Predict(Verdict), question="Was it lit?")
+
+
+def test_max_tokens_from_the_environment_caps_every_call(monkeypatch):
+    from reveriemem.core.errors import ModelUnavailableError
+
+    monkeypatch.setenv("REVERIEMEM_LM_MAX_TOKENS", "200")
+    handle = open_model("openai/tiny", api_base="http://127.0.0.1:9/v1", model_cache=False)
+    assert handle.lm is not None and handle.lm.kwargs["max_tokens"] == 200
+    monkeypatch.setenv("REVERIEMEM_LM_MAX_TOKENS", "lots")
+    with pytest.raises(ModelUnavailableError, match="REVERIEMEM_LM_MAX_TOKENS"):
+        open_model("openai/tiny", api_base="http://127.0.0.1:9/v1")

@@ -3,7 +3,6 @@ conversations, a client that leaves mid-stream, and the errors, over the demo bu
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -22,14 +21,9 @@ from reveriemem.core.export import layer_rows
 from reveriemem.core.storage import MemoryStore
 from reveriemem.serving import ServeConfig, create_app
 from reveriemem_dagster.cli import main
+from tests.servers import free_port
 
 QUESTION = "Mara, from which cask did you fill the Horn Lamp on the fourteenth?"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

@@ -14,10 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from reveriemem.core.errors import ModelUnavailableError
+
 HOME_ENV = "REVERIEMEM_HOME"
 LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
 LM_ENV = "REVERIEMEM_LM"
 LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
+LM_MAX_TOKENS_ENV = "REVERIEMEM_LM_MAX_TOKENS"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
 MODEL_CACHE_ENV = "REVERIEMEM_MODEL_CACHE"
 
@@ -47,6 +50,16 @@ def dagster_home() -> Path:
 def lm_spec() -> str:
     """The model string chosen by `REVERIEMEM_LM`, or the bundled default."""
     return os.environ.get(LM_ENV) or DEFAULT_LM
+
+
+def lm_max_tokens() -> int | None:
+    """The cap on a model call's completion tokens from `REVERIEMEM_LM_MAX_TOKENS` (None: each backend's default)."""
+    raw = os.environ.get(LM_MAX_TOKENS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
+    return int(raw)
 
 
 def embedder_spec() -> str:

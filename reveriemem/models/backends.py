@@ -68,7 +68,10 @@ class OpenOptions:
     model_cache: bool | None = None  # None: REVERIEMEM_MODEL_CACHE (on unless "0")
 
     def tokens(self, default: int = DEFAULT_MAX_TOKENS) -> int:
-        return self.max_tokens if self.max_tokens is not None else default
+        """`max_tokens`, else `REVERIEMEM_LM_MAX_TOKENS`, else the backend's default."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return settings.lm_max_tokens() or default
 
     def use_model_cache(self) -> bool:
         return settings.model_cache_enabled() if self.model_cache is None else self.model_cache

@@ -20,7 +20,7 @@ import httpx
 from dspy import lm15
 from dspy.clients.engines.base import validate_request
 
-from reveriemem.models.llama_engine import _chat_messages, _generation_options
+from reveriemem.models.llama_engine import LlamaCppEngine, _chat_messages, _generation_options
 
 PROVIDER = "openai-compatible"
 CONNECT_TIMEOUT_S = 10.0
@@ -48,13 +48,11 @@ def _refuses_format(response: httpx.Response) -> bool:
 class OpenAICompatibleEngine:
     """POSTs chat completions to `{api_base}/chat/completions` with the JSON schema DSPy's adapter asks for."""
 
-    supports_response_schema = True
-    supports_function_calling = False
-    supports_reasoning = False
-    supported_params = frozenset(
-        {"temperature", "max_tokens", "top_p", "top_k", "stop", "seed",
-         "frequency_penalty", "presence_penalty", "response_format"}
-    )
+    # what DSPy asks of an engine: the same as the in-process llama.cpp engine's
+    supports_response_schema = LlamaCppEngine.supports_response_schema
+    supports_function_calling = LlamaCppEngine.supports_function_calling
+    supports_reasoning = LlamaCppEngine.supports_reasoning
+    supported_params = LlamaCppEngine.supported_params
 
     def __init__(self, api_base: str, model_id: str, *, api_key: str | None = None, timeout: float = 120.0,
                  transport: httpx.BaseTransport | None = None) -> None:
