@@ -57,25 +57,6 @@ class HashEmbedder:
         return out / np.where(norms == 0, 1.0, norms)
 
 
-_MODELS: dict[str, Any] = {}  # location -> loaded model: each loads once per process (chat, serve stay warm)
-_MODELS_LOCK = threading.Lock()
-
-
-def _loaded_model(name: str, location: str) -> Any:
-    """The sentence-transformers model at `location`, loaded on first use and then shared by every embedder."""
-    with _MODELS_LOCK:
-        if location not in _MODELS:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                from sentence_transformers import SentenceTransformer
-
-                _MODELS[location] = SentenceTransformer(location, device="cpu")
-            except Exception as exc:
-                raise ModelUnavailableError(f"Could not load the embedding model {name} from {location}: {exc}") from exc
-        return _MODELS[location]
-
-
 class SentenceTransformerEmbedder:
     """A sentence-transformers model, loaded lazily once, batched, normalised."""
 
@@ -95,7 +76,16 @@ class SentenceTransformerEmbedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            self._model = _loaded_model(self.name, self._location)
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(self._location, device="cpu")
+            except Exception as exc:
+                raise ModelUnavailableError(
+                    f"Could not load the embedding model {self.name} from {self._location}: {exc}"
+                ) from exc
             getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
             self._dim = int(getter())
         return self._model
