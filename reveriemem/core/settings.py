@@ -20,7 +20,6 @@ HOME_ENV = "REVERIEMEM_HOME"
 LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
 LM_ENV = "REVERIEMEM_LM"
 LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
-LM_MAX_TOKENS_ENV = "REVERIEMEM_LM_MAX_TOKENS"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
 MODEL_CACHE_ENV = "REVERIEMEM_MODEL_CACHE"
 
@@ -52,16 +51,6 @@ def lm_spec() -> str:
     return os.environ.get(LM_ENV) or DEFAULT_LM
 
 
-def lm_max_tokens() -> int | None:
-    """The cap on a model call's completion tokens from `REVERIEMEM_LM_MAX_TOKENS` (None: each backend's default)."""
-    raw = os.environ.get(LM_MAX_TOKENS_ENV, "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or int(raw) < 1:
-        raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
-    return int(raw)
-
-
 def embedder_spec() -> str:
     """The embedding model chosen by `REVERIEMEM_EMBEDDER`, or the default."""
     return os.environ.get(EMBEDDER_ENV) or DEFAULT_EMBEDDER
@@ -70,6 +59,19 @@ def embedder_spec() -> str:
 def model_cache_enabled() -> bool:
     """Whether models opened by name use the persistent model cache (`REVERIEMEM_MODEL_CACHE`, default on)."""
     return os.environ.get(MODEL_CACHE_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+LM_MAX_TOKENS_ENV = "REVERIEMEM_LM_MAX_TOKENS"
+
+
+def lm_max_tokens() -> int | None:
+    """The cap on a model call's completion tokens from `REVERIEMEM_LM_MAX_TOKENS` (None: each backend's default)."""
+    raw = os.environ.get(LM_MAX_TOKENS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
+    return int(raw)
 
 
 @contextmanager
