@@ -37,7 +37,7 @@ def api_key_for(host: str) -> str | None:
               f"${API_KEY_ENV}).")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port to listen on.")
 @click.option("--lm", default="none", show_default=True,
-              help="Model the agents speak with (`none`: the offline path; any model string of --help).")
+              help="Model the agents speak with (`none`: the offline path; or any model string `reveriemem --help` names).")
 @click.option("--embedder", default="", help="Embedding model (default: the one each memory was built with).")
 @click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds per turn.")
 def serve(host: str, port: int, lm: str, embedder: str, rounds: int) -> None:
