@@ -19,6 +19,7 @@ from reveriemem_dagster.cli_runtime import (
     report_failure,
     verbose_requested,
 )
+from reveriemem_dagster.cli_serve import serve
 
 if TYPE_CHECKING:
     from reveriemem_dagster.build import BuildReport
@@ -421,6 +422,7 @@ def demo(lm: str) -> None:
 
 main.add_command(books_command)
 main.add_command(estimate_command)
+main.add_command(serve)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

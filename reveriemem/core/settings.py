@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from reveriemem.core.errors import ModelUnavailableError
+
 HOME_ENV = "REVERIEMEM_HOME"
 LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
 LM_ENV = "REVERIEMEM_LM"
@@ -62,6 +64,19 @@ def embedder_spec() -> str:
 def model_cache_enabled() -> bool:
     """Whether models opened by name use the persistent model cache (`REVERIEMEM_MODEL_CACHE`, default on)."""
     return os.environ.get(MODEL_CACHE_ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+LM_MAX_TOKENS_ENV = "REVERIEMEM_LM_MAX_TOKENS"
+
+
+def lm_max_tokens() -> int | None:
+    """The cap on a model call's completion tokens from `REVERIEMEM_LM_MAX_TOKENS` (None: each backend's default)."""
+    raw = os.environ.get(LM_MAX_TOKENS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
+    return int(raw)
 
 
 @contextmanager

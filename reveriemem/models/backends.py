@@ -32,6 +32,7 @@ from reveriemem.core.errors import ModelUnavailableError
 from reveriemem.models.fake import FakeModel
 from reveriemem.models.handle import ModelHandle, build_lm
 from reveriemem.models.llama_engine import PROVIDER, AsyncEngine, LlamaCppEngine
+from reveriemem.models.openai_compatible import OpenAICompatibleEngine
 from reveriemem.models.usage import UsageRecorder
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,10 @@ class OpenOptions:
     model_cache: bool | None = None  # None: REVERIEMEM_MODEL_CACHE (on unless "0")
 
     def tokens(self, default: int = DEFAULT_MAX_TOKENS) -> int:
-        return self.max_tokens if self.max_tokens is not None else default
+        """`max_tokens`, else `REVERIEMEM_LM_MAX_TOKENS`, else the backend's default."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return settings.lm_max_tokens() or default
 
     def use_model_cache(self) -> bool:
         return settings.model_cache_enabled() if self.model_cache is None else self.model_cache
@@ -200,7 +204,8 @@ class BundledSmolLM2(LocalGguf):
 
 
 class LiteLLM:
-    """Any other string, as a LiteLLM model string; `api_base` points it at an OpenAI-compatible server."""
+    """Any other string, as a LiteLLM model string; `api_base` points it at an OpenAI-compatible server
+    (`openai/NAME` there is reached by an engine that sends the JSON schema: `reveriemem.models.openai_compatible`)."""
 
     kind = "litellm"
 
@@ -213,6 +218,8 @@ class LiteLLM:
     def open(self, spec: ModelSpec, options: OpenOptions) -> ModelHandle:
         usage = UsageRecorder(spec.name)
         api_base = options.api_base or os.environ.get(API_BASE_ENV) or None
+        if api_base and spec.name.startswith("openai/"):
+            return _openai_compatible(spec, options, api_base, usage)
         extra: dict[str, str] = {}
         if api_base:
             extra["api_base"] = api_base
@@ -225,6 +232,17 @@ class LiteLLM:
         )
         logger.info("Using the model %s", spec.name)
         return ModelHandle(name=spec.name, lm=lm, usage=usage, cache=options.use_model_cache())
+
+
+def _openai_compatible(spec: ModelSpec, options: OpenOptions, api_base: str, usage: UsageRecorder) -> ModelHandle:
+    """`openai/NAME` at a server of one's own: an engine that sends the JSON schema (see openai_compatible)."""
+    engine = OpenAICompatibleEngine(api_base, spec.name.split("/", 1)[1], timeout=options.timeout,
+                                    api_key=os.environ.get("OPENAI_API_KEY") or None)
+    lm = build_lm(spec.name, usage, engine=engine, async_engine=AsyncEngine(engine), num_retries=REMOTE_NUM_RETRIES,
+                  max_tokens=options.tokens(), temperature=options.temperature)
+    logger.info("Using the model %s at %s", spec.name, api_base)
+    return ModelHandle(name=spec.name, lm=lm, usage=usage, adapter=dspy.JSONAdapter(), engine=engine,
+                       cache=options.use_model_cache())
 
 
 _BUILT_IN: tuple[Backend, ...] = (NoModel(), Fake(), BundledSmolLM2(), LocalGguf(), LiteLLM())
