@@ -8,8 +8,9 @@ The stand-in model `latency-stand-in` is a `FakeModel` keyed by signature class 
 stands for a hosted model's round trip, not for its quality. Each level builds the demo
 story (all book and character partitions, hashing embedder) in a fresh data home, in its own
 process, with `REVERIEMEM_MAX_CONCURRENCY` set to the level and the model cache off, so every
-call is made. Prints per level the wall time of the whole build, the model calls and the
-most calls seen in flight at once, the speed-up over the first level, and whether every
+call is made. Prints per level the wall time of the whole build and the model-bound time
+(wall time with at least one call in the model), each with its speed-up over the first level,
+the model calls and the most calls seen in flight at once, and whether every
 stored table (each asset, each book and character partition) holds the same rows as the
 first level's. Target: at least 8x at 16.
 """
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,9 +48,22 @@ def build_once(latency: float) -> dict[str, Any]:
     from reveriemem_dagster.build import build_book
     from reveriemem_dagster.instance import add_book
 
+    lock = threading.Lock()
+    active = [0, 0.0, 0.0]  # calls in the model now, since when one has been, seconds with one or more
+
     def answer(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-        time.sleep(latency)
-        return plausible_answer(signature, inputs)
+        with lock:
+            if active[0] == 0:
+                active[1] = time.monotonic()
+            active[0] += 1
+        try:
+            time.sleep(latency)
+            return plausible_answer(signature, inputs)
+        finally:
+            with lock:
+                active[0] -= 1
+                if active[0] == 0:
+                    active[2] += time.monotonic() - active[1]
 
     most = [0]
 
@@ -66,7 +81,7 @@ def build_once(latency: float) -> dict[str, Any]:
     by_step: dict[str, int] = {}
     for call in fake.calls:
         by_step[call.label or "other"] = by_step.get(call.label or "other", 0) + 1
-    return {"seconds": seconds, "calls": len(fake.calls), "runs": report.runs, "most_in_flight": most[0],
+    return {"seconds": seconds, "model_bound": active[2], "calls": len(fake.calls), "runs": report.runs, "most_in_flight": most[0],
             "by_step": by_step}
 
 
@@ -131,20 +146,17 @@ def main() -> None:
     homes: list[str] = []
     results: list[dict[str, Any]] = []
     try:
-        # the same build with a stand-in that answers at once: what the build costs besides the model's latency
-        baseline = _build_in_child(1, 0.0, homes)
         for level in levels:
             results.append(_build_in_child(level, args.latency, homes))
-        reference = stored_tables(homes[1])  # homes[0] is the baseline's
+        reference = stored_tables(homes[0])
         print(f"\nmodel calls per build: {results[0]['calls']} "
               f"({', '.join(f'{k}: {v}' for k, v in sorted(results[0]['by_step'].items()))}); "
               f"{results[0]['runs']} Dagster runs")
-        overhead = baseline["seconds"]
-        print(f"the same build with no latency: {overhead:.1f} s (Dagster runs, rules, embeddings, storage); "
-              f"'model wait' below is the wall time less that")
-        print(f"{'concurrency':>11} | {'wall s':>7} | {'speed-up':>8} | {'model wait s':>12} | {'speed-up':>8} | "
+        print("'model-bound s': the wall time during which at least one call was in the model (the rest is "
+              "Dagster, rules, embeddings and storage, the same at every level)")
+        print(f"{'concurrency':>11} | {'wall s':>7} | {'speed-up':>8} | {'model-bound s':>13} | {'speed-up':>8} | "
               f"{'calls':>5} | {'most in flight':>14} | tables identical to concurrency {levels[0]}")
-        wait_1 = results[0]["seconds"] - overhead
+        wait_1 = results[0]["model_bound"]
         verdict = ""
         for level, result, home in zip(levels, results, homes[1:]):
             tables = stored_tables(home)
@@ -152,12 +164,12 @@ def main() -> None:
                                if k not in reference or k not in tables or not reference[k].equals(tables[k]))
             same = "yes" if not differing else f"NO ({', '.join(differing[:4])})"
             speed = results[0]["seconds"] / result["seconds"]
-            wait = result["seconds"] - overhead
+            wait = result["model_bound"]
             wait_speed = wait_1 / wait if wait > 0 else float("inf")
-            print(f"{level:>11} | {result['seconds']:>7.1f} | {speed:>7.1f}x | {wait:>12.1f} | {wait_speed:>7.1f}x | "
+            print(f"{level:>11} | {result['seconds']:>7.1f} | {speed:>7.1f}x | {wait:>13.1f} | {wait_speed:>7.1f}x | "
                   f"{result['calls']:>5} | {result['most_in_flight']:>14} | {same} ({len(tables)} tables)")
             if level == 16:
-                verdict = (f"speed-up at 16: {speed:.1f}x of the whole build, {wait_speed:.1f}x of the model wait, "
+                verdict = (f"speed-up at 16: {speed:.1f}x of the whole build, {wait_speed:.1f}x of the model-bound time, "
                            f"against a target of {TARGET:.0f}x: "
                            f"{'met' if speed >= TARGET and not differing else 'MISSED'}")
         if verdict:
