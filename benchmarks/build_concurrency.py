@@ -158,7 +158,7 @@ def main() -> None:
               f"{'calls':>5} | {'most in flight':>14} | tables identical to concurrency {levels[0]}")
         wait_1 = results[0]["model_bound"]
         verdict = ""
-        for level, result, home in zip(levels, results, homes[1:]):
+        for level, result, home in zip(levels, results, homes):
             tables = stored_tables(home)
             differing = sorted(k for k in set(reference) | set(tables)
                                if k not in reference or k not in tables or not reference[k].equals(tables[k]))
