@@ -33,6 +33,11 @@ with native full-text search over random-word text. Targets: p50 <= 10 ms at
 script says whether they are met.
 The load average is printed: other jobs on the machine slow every figure.
 
+    python benchmarks/retrieval_latency.py --library [--books 1000 --facts-per-book 2500 --dir DIR]
+
+instead times the library case (benchmarks/retrieval_library.py): one character of one book
+in a `facts` table of 1,000 books.
+
     python benchmarks/retrieval_latency.py --demo-recall all-MiniLM-L6-v2
 
 instead builds the demo story offline in a scratch data home and compares dense
@@ -360,7 +365,16 @@ def main() -> None:
     parser.add_argument("--fts", action="store_true", help="also time hybrid vis_retrieve (random-word text)")
     parser.add_argument("--demo-recall", metavar="EMBEDDER", default="",
                         help="instead: dense vs hybrid retrieval quality on the demo story's gold facts")
-    args = parser.parse_args()
+    parser.add_argument("--library", action="store_true",
+                        help="instead: the library case, 1,000 books in one facts table (benchmarks/retrieval_library.py)")
+    args, rest = parser.parse_known_args()
+    if args.library:
+        from benchmarks.retrieval_library import main as library
+
+        library([a for a in sys.argv[1:] if a != "--library"])  # all its options, --queries and --k too
+        return
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.demo_recall:
         demo_recall(args.demo_recall, args.k)
         return

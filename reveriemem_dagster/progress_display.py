@@ -3,7 +3,8 @@
 It listens to the steps' progress events (`reveriemem.core.progress`) and to every
 model call and cache hit in the process (`reveriemem.models.usage`), and shows
 the current step, its units (scenes) done of total, the model calls, cached
-answers and tokens so far, the time elapsed and an estimate of the time left
+answers and tokens so far, the model calls in flight when several run at
+once, the time elapsed and an estimate of the time left
 in the step (from the rate at which its units are done). On a terminal it
 rewrites one line about four times a second; otherwise (a log file, CI) it
 prints a line at most every 10 seconds, and only when something changed.
@@ -48,6 +49,7 @@ class ProgressDisplay:
         self._step_total = 0
         self._step_done = 0
         self._step_started = self._started
+        self._in_flight = 0
         self._shown = ""  # the state last printed (log mode), or the line on screen (tty mode)
         self._last_print = float("-inf")
         self._stop = threading.Event()
@@ -95,6 +97,9 @@ class ProgressDisplay:
 
     def on_progress(self, event: progress.ProgressEvent) -> None:
         with self._lock:
+            if event.kind == "in_flight":
+                self._in_flight = event.done
+                return
             if event.kind == "started":
                 self._step, self._step_total, self._step_done = event.step, event.total, 0
                 self._step_started = self.clock()
@@ -124,6 +129,8 @@ class ProgressDisplay:
         if calls["cached_calls"]:
             model += f" (+{calls['cached_calls']} cached)"
         parts.append(f"{model}, {_count(int(calls['total_tokens']))} tokens")
+        if self._in_flight > 1:
+            parts.append(f"{self._in_flight} calls in flight")
         parts.append(f"{_duration(now - self._started)} elapsed")
         left = self._left(now)
         if left is not None:
@@ -159,7 +166,7 @@ class ProgressDisplay:
 
     def _state(self) -> str:
         calls = self.totals.summary()
-        return f"{self._phase}|{self._step}|{self._step_done}|{calls['calls']}|{calls['cached_calls']}"
+        return f"{self._phase}|{self._step}|{self._step_done}|{calls['calls']}|{calls['cached_calls']}|{self._in_flight}"
 
     def _write(self, text: str) -> None:
         try:

@@ -109,7 +109,8 @@ def test_an_invisible_fact_never_comes_back_even_for_its_own_words(uri, hybrid, 
 
 
 def test_a_rebuilt_book_is_searched_exactly_through_a_stale_ivf_index(uri):
-    MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, vector_index_min_rows=0)  # builds IVF_FLAT over the old rows
+    # a reader that searches through LanceDB builds IVF_FLAT over the old rows
+    MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, vector_index_min_rows=0, pool="lancedb")
     swapped = [fact_row(*r) for r in FACTS_ROWS if r[0] != "tale:f01"]
     swapped.append(fact_row("tale:f99", "The lighthouse key now hangs in the harbour office.", {"ben": ("direct", 50)},
                             50))
@@ -129,7 +130,7 @@ def test_a_rebuilt_book_is_searched_exactly_through_a_stale_ivf_index(uri):
     assert "tale:f01" not in stale and "tale:f99" not in stale and "tale:f03" in stale
     assert search("lighthouse key harbour office", "ben", ivf_flat=True)[0] == "tale:f99"
     # a reader rebuilds an index most rows have left
-    MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, vector_index_min_rows=0)
+    MemoryReader(BOOK, "ada", EMBEDDER, uri=uri, vector_index_min_rows=0, pool="lancedb")
     assert LanceStore(uri).open("facts").index_stats(index).num_unindexed_rows == 0
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from reveriemem.core.errors import ModelUnavailableError
+from reveriemem.core.errors import ModelUnavailableError, ReverieMemError
 
 HOME_ENV = "REVERIEMEM_HOME"
 LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
@@ -22,6 +22,10 @@ LM_ENV = "REVERIEMEM_LM"
 LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
 MODEL_CACHE_ENV = "REVERIEMEM_MODEL_CACHE"
+MAX_CONCURRENCY_ENV = "REVERIEMEM_MAX_CONCURRENCY"
+MAX_RPM_ENV = "REVERIEMEM_MAX_RPM"
+MAX_TPM_ENV = "REVERIEMEM_MAX_TPM"
+DEFAULT_MAX_CONCURRENCY = 8
 
 DEFAULT_LM = "none"  # the offline rules; `bundled` (SmolLM2-135M) and real models are opted into
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
@@ -77,6 +81,35 @@ def lm_max_tokens() -> int | None:
     if not raw.isdigit() or int(raw) < 1:
         raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
     return int(raw)
+
+
+def max_concurrency() -> int:
+    """Model calls a build step may have in flight at once (`REVERIEMEM_MAX_CONCURRENCY`, default 8)."""
+    value = _positive(MAX_CONCURRENCY_ENV)
+    return int(value) if value is not None else DEFAULT_MAX_CONCURRENCY
+
+
+def max_rpm() -> float | None:
+    """Requests per minute allowed to one model (`REVERIEMEM_MAX_RPM`), or None for no limit."""
+    return _positive(MAX_RPM_ENV)
+
+
+def max_tpm() -> float | None:
+    """Tokens per minute allowed to one model (`REVERIEMEM_MAX_TPM`), or None for no limit."""
+    return _positive(MAX_TPM_ENV)
+
+
+def _positive(name: str) -> float | None:
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ReverieMemError(f"{name} must be a positive number, not {raw!r}.") from None
+    if value <= 0:
+        raise ReverieMemError(f"{name} must be a positive number, not {raw!r}.")
+    return value
 
 
 @contextmanager

@@ -35,6 +35,7 @@ the agent uses, so tests can stand in for stored memory.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -120,7 +121,16 @@ class MemoryReader:
         self._episode_columns = [n for n in self._episodes.schema.names if n != "vector"]
         self._patterns: Any = None
         self._fts: bool | None = None
-        self._ivf_flat = prepare_indexes and prepare_fact_indexes(self._facts, vector_index_min_rows)
+        # The scalar indexes serve the bound's filter now; the vector index only serves dense search through
+        # LanceDB, so a reader with its pool in memory builds it only if it ever searches that way (a library's
+        # IVF_FLAT takes minutes to build and the pool never reads it).
+        self._prepare_indexes, self._vector_index_min_rows = prepare_indexes, vector_index_min_rows
+        self._ivf_flat: bool | None = None
+        if prepare_indexes:
+            if pool == "lancedb":
+                self._ivf_flat = prepare_fact_indexes(self._facts, vector_index_min_rows)
+            else:
+                prepare_fact_indexes(self._facts, vector_min_rows=sys.maxsize)
         self.pool_mode: PoolMode = pool
         self.pool_max_rows = pool_max_rows
         self._pool: FactPool | None = None
@@ -162,6 +172,12 @@ class MemoryReader:
         except MemoryError:
             log.warning("No memory for %s's %d facts: dense search goes through LanceDB.", self.character, count)
             return None
+
+    def _vector_index(self) -> bool:
+        """Whether dense search through LanceDB probes the IVF_FLAT index (prepared on first use)."""
+        if self._ivf_flat is None:
+            self._ivf_flat = self._prepare_indexes and prepare_fact_indexes(self._facts, self._vector_index_min_rows)
+        return self._ivf_flat
 
     def _fts_ready(self) -> bool:
         if self._fts is None:
@@ -223,7 +239,7 @@ class MemoryReader:
         if pool is not None:
             dense = pool.search(vector, limit, as_of)
         else:
-            dense = dense_search(self._facts, vector, where, limit, self._fact_columns, ivf_flat=self._ivf_flat)
+            dense = dense_search(self._facts, vector, where, limit, self._fact_columns, ivf_flat=self._vector_index())
         rows = {row["fact_id"]: row for row in dense}
         if self._fts_ready():
             try:

@@ -22,12 +22,14 @@ from reveriemem.models.backends import (
     unregister_backend,
     unregister_fake,
 )
+from reveriemem.models.concurrency import Answer, map_calls
 from reveriemem.models.fake import FakeCall, FakeHandler, FakeModel
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.steps import StepOutcome, run_or_fallback, run_program
 from reveriemem.models.usage import ModelCall, UsageRecorder, UsageTotals
 
 __all__ = [
+    "Answer",
     "Backend",
     "FakeCall",
     "FakeHandler",
@@ -38,6 +40,7 @@ __all__ = [
     "StepOutcome",
     "UsageRecorder",
     "UsageTotals",
+    "map_calls",
     "open_model",
     "register_backend",
     "register_fake",

@@ -110,6 +110,11 @@ class FakeModel:
         self._lock = threading.Lock()
 
     @property
+    def serial_calls(self) -> bool:
+        """A queue answers in call order, so its calls are never run concurrently (`map_calls`)."""
+        return self._queue is not None
+
+    @property
     def calls(self) -> list[FakeCall]:
         with self._lock:
             return list(self._calls)

@@ -35,6 +35,7 @@ class LlamaCppEngine:
     supports_response_schema = True
     supports_function_calling = False
     supports_reasoning = False
+    serial_calls = True  # one loaded model answers one call at a time (see reveriemem.models.concurrency)
     supported_params = frozenset(
         {"temperature", "max_tokens", "top_p", "top_k", "stop", "seed",
          "frequency_penalty", "presence_penalty", "response_format"}

@@ -25,12 +25,14 @@ from dspy.utils.exceptions import (
     LMAuthError,
     LMConfigurationError,
     LMError,
+    LMRateLimitError,
     LMUnsupportedModelError,
     is_retryable_lm_error,
 )
 
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
 from reveriemem.models.cache import lookup, store
+from reveriemem.models.concurrency import rate_limiter
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label
 
@@ -46,6 +48,8 @@ _TRANSIENT_LM15 = (lm15.RateLimitError, lm15.TimeoutError, lm15.ServerError, lm1
 # Errors that say the model cannot be used at all: no point in trying again.
 _UNUSABLE = (LMAuthError, LMConfigurationError, LMUnsupportedModelError)
 _PARSE_ERRORS = (AdapterParseError, pydantic.ValidationError, json.JSONDecodeError)
+_RATE_LIMIT_TRIES = 8  # a refusal for rate is waited out longer than other transient failures
+_MAX_BACKOFF_S = 60.0
 _RETRY_TEMPERATURE = 0.7  # a deterministic model repeats its bad answer at temperature 0
 
 T = TypeVar("T")
@@ -110,7 +114,11 @@ def run_program(
     (rate limit, timeout, refused connection, server error) or output the
     adapter cannot parse is tried again after `backoff * 2**n` seconds; a retry
     after unparseable output, at temperature 0, samples at a small
-    temperature so a deterministic model can answer differently. With `handle.cache`, a prediction already in the persistent
+    temperature so a deterministic model can answer differently. A rate-limit
+    refusal is tried up to `_RATE_LIMIT_TRIES` times, waiting the provider's
+    `retry_after` when it gives one, and pauses every caller of the model
+    (`reveriemem.models.concurrency.rate_limiter`); each attempt first waits
+    for the requests- and tokens-per-minute limits, when set. With `handle.cache`, a prediction already in the persistent
     model cache (same model, program and inputs) is returned without calling
     the model and counted as a cache hit; a parsed prediction is stored
     there (failures never are). Raises ModelOutputError when the output never
@@ -129,7 +137,12 @@ def run_program(
             return cached
     tries = max(1, retries)
     lm = handle.lm
-    for attempt in range(1, tries + 1):
+    limiter = rate_limiter(handle.name)
+    attempt = 0
+    while True:
+        attempt += 1
+        limiter.acquire()
+        delay = min(_MAX_BACKOFF_S, backoff * 2 ** (attempt - 1))
         overrides: dict[str, Any] = {"lm": lm}
         if handle.adapter is not None and dspy.settings.adapter is None:
             overrides["adapter"] = handle.adapter
@@ -137,7 +150,7 @@ def run_program(
             with dspy.context(**overrides):
                 prediction = program(**inputs)
         except _PARSE_ERRORS as exc:
-            if attempt == tries:
+            if attempt >= tries:
                 raise ModelOutputError(
                     f"The model {handle.name} returned output that could not be parsed as "
                     f"{_label(program, exc)} after {tries} tries: {_reason(exc)}"
@@ -149,15 +162,24 @@ def run_program(
                 if isinstance(exc, LMError):
                     raise _unavailable(handle.name, exc) from exc
                 raise
-            if attempt == tries:
+            limit = max(tries, _RATE_LIMIT_TRIES) if _is_rate_limit(exc) else tries
+            if attempt >= limit:
                 raise ModelUnavailableError(f"Could not reach the model {handle.name}: {_reason(exc)}") from exc
-            logger.warning("Model %s failed transiently (try %d of %d): %s", handle.name, attempt, tries, _reason(exc))
+            logger.warning("Model %s failed transiently (try %d of %d): %s", handle.name, attempt, limit, _reason(exc))
+            if _is_rate_limit(exc):
+                delay = max(delay, float(getattr(exc, "retry_after", None) or 0.0))
+                limiter.pause(delay)
         else:
             if key is not None:
                 store(key, handle, program, prediction)
             return prediction
-        time.sleep(backoff * 2 ** (attempt - 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+        time.sleep(delay)
+
+
+def _is_rate_limit(exc: BaseException) -> bool:
+    if isinstance(exc, (LMRateLimitError, lm15.RateLimitError)):
+        return True
+    return any(cls.__name__ == "RateLimitError" and "litellm" in cls.__module__ for cls in type(exc).__mro__)
 
 
 def _is_transient(exc: BaseException) -> bool:

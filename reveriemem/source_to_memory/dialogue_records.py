@@ -28,7 +28,7 @@ from typing import Any
 
 from dspy_programs.personality import annotate_dialogue_program
 from reveriemem.core.text import Paragraph, normalise_space, split_sentences
-from reveriemem.models import ModelHandle, run_or_fallback, run_program
+from reveriemem.models import ModelHandle, StepOutcome, map_calls, run_or_fallback, run_program
 from reveriemem.source_to_memory.emotions import (
     ACT_INTENT,
     HEURISTIC_METHOD,
@@ -216,12 +216,20 @@ def annotate_lines(
     program = annotate_dialogue_program()
     annotations: dict[int, Annotation] = {}
     failures: list[str] = []
-    for scene_id in sorted(set(first_paragraph) | set(by_scene)):
+    scene_ids = sorted(set(first_paragraph) | set(by_scene))
+
+    def annotate(batch: list[Line]) -> StepOutcome[list[Annotation]]:
+        return run_or_fallback(handle, partial(model_annotations, program=program, batch=batch, context=context),
+                               partial(lexicon_annotations, batch, context), fallback_method=HEURISTIC_METHOD)
+
+    batches = [group[offset:offset + MAX_LINES_PER_CALL] for scene_id in scene_ids
+               for group in [by_scene.get(scene_id, [])] for offset in range(0, len(group), MAX_LINES_PER_CALL)]
+    outcomes = iter(map_calls(handle, annotate, batches))
+    for scene_id in scene_ids:
         scene_lines = by_scene.get(scene_id, [])
         for offset in range(0, len(scene_lines), MAX_LINES_PER_CALL):
             batch = scene_lines[offset:offset + MAX_LINES_PER_CALL]
-            outcome = run_or_fallback(handle, partial(model_annotations, program=program, batch=batch, context=context),
-                                      partial(lexicon_annotations, batch, context), fallback_method=HEURISTIC_METHOD)
+            outcome = next(outcomes).result()
             annotated = outcome.value
             if outcome.error is not None:
                 failures.append(f"scene {scene_id}: {outcome.error}")

@@ -41,7 +41,7 @@ from dspy_programs.personality import EMOTIONS, describe_pattern_program
 from reveriemem.core.embeddings import Embedder
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import SPEECH_STOPWORDS, Paragraph, normalise_space, sentence_spans
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, map_calls, run_program
 from reveriemem.source_to_memory.clustering import (
     Unit,
     behaviour_units,
@@ -292,27 +292,37 @@ def build_patterns(
         on_start(len(patterns))
     program = describe_pattern_program() if handle.lm is not None else None
     failures: list[str] = []
+    fallbacks: list[str] = []
+    prompts: dict[int, list[str]] = {}  # pattern number -> the lines shown to the model
     for number, pattern in enumerate(patterns, start=1):
         members = [ordered[r] for u in pattern.units for r in units[u].records]
         words = characteristic_words([own_texts[r] for u in pattern.units for r in units[u].records], unit_texts,
                                      exclude=name_words)
-        fallback = template_description(members, names, words)
+        fallbacks.append(template_description(members, names, words))
         own_members = [r for u in pattern.units for r in units[u].records if own_texts[r]]
-        if program is None or not own_members:  # no line of their own to show a model
-            pattern.description = fallback
-        else:
+        if program is not None and own_members:  # else no line of their own to show a model
             centre = centroid(unit_vectors[pattern.units])
             member_set = {r for u in pattern.units for r in units[u].records}
             nearest = sorted((i for i, e in enumerate(excerpts) if e.record in member_set),
                              key=lambda i: -float(line_features[i] @ centre))[:PROMPT_LINES]
-            lines = [prompt_line(excerpts[i].text, ordered[excerpts[i].record]) for i in nearest] or [
+            prompts[number] = [prompt_line(excerpts[i].text, ordered[excerpts[i].record]) for i in nearest] or [
                 prompt_line(own_texts[r], ordered[r]) for r in own_members[:PROMPT_LINES]]
+
+    def describe(lines: list[str]) -> str:
+        prediction = run_program(handle, program, character=name, lines=lines)
+        description = normalise_space(str(prediction.description or ""))
+        if not description:
+            raise ModelOutputError(f"The model {handle.name} wrote an empty description.")
+        return description
+
+    answers = dict(zip(prompts, map_calls(handle, describe, list(prompts.values()))))
+    for number, pattern in enumerate(patterns, start=1):
+        fallback = fallbacks[number - 1]
+        if number not in answers:
+            pattern.description = fallback
+        else:
             try:
-                prediction = run_program(handle, program, character=name, lines=lines)
-                description = normalise_space(str(prediction.description or ""))
-                if not description:
-                    raise ModelOutputError(f"The model {handle.name} wrote an empty description.")
-                pattern.description, pattern.method = description, f"model:{handle.name}"
+                pattern.description, pattern.method = answers[number].result(), f"model:{handle.name}"
             except ModelOutputError as exc:
                 failures.append(f"pattern {number}: {exc}")
                 log.warning("Pattern %d of %s: fell back to the template description: %s", number, name, exc)

@@ -17,7 +17,7 @@ from dspy_programs.scenes import scene_boundary_program, scene_roster_program, s
 from reveriemem.core import progress
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.text import normalise_space
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, map_calls, run_program
 from reveriemem.source_to_memory.reading import (
     HEURISTIC_METHOD,
     MAX_SCENE_WORDS,
@@ -67,14 +67,20 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
         keep = []
         step = "scenes (boundaries)"
         progress.step_started(reading.book.slug, step, sum(s.boundary not in ("start", "chapter") for s in candidates))
+
+        def ask_boundary(index: int) -> Any:
+            before = " ".join(_words(span_text(reading, candidates[index - 1]))[-CONTEXT_WORDS:])
+            after = " ".join(_words(span_text(reading, candidates[index]))[:CONTEXT_WORDS])
+            return run_program(handle, program, passage_before=before, passage_after=after)
+
+        soft = [i for i, span in enumerate(candidates) if span.boundary not in ("start", "chapter")]
+        answers = dict(zip(soft, map_calls(handle, ask_boundary, soft)))
         for index, span in enumerate(candidates):
             if span.boundary in ("start", "chapter"):
                 keep.append(True)
                 continue
-            before = " ".join(_words(span_text(reading, candidates[index - 1]))[-CONTEXT_WORDS:])
-            after = " ".join(_words(span_text(reading, span))[:CONTEXT_WORDS])
             try:
-                prediction = run_program(handle, program, passage_before=before, passage_after=after)
+                prediction = answers[index].result()
                 keep.append(bool(prediction.new_scene))
             except ModelOutputError as exc:
                 failures.append(f"boundary before paragraph {span.first}: {exc}")
@@ -89,17 +95,22 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
     names = [n for c in reading.book.characters for n in (c.name, *c.aliases)]
     if setting_program is not None:
         progress.step_started(reading.book.slug, "scenes (settings)", len(scenes))
-    for scene in scenes:
+
+    def ask_setting(scene: Span) -> Any:
+        words = _words(span_text(reading, scene))
+        excerpt = " ".join(words[:250]) + (" ... " + " ".join(words[-80:]) if len(words) > 330 else "")
+        return run_program(handle, setting_program, scene_text=excerpt)
+
+    setting_answers = map_calls(handle, ask_setting, scenes if setting_program is not None else [])
+    for number, scene in enumerate(scenes):
         text = span_text(reading, scene)
         guess = heuristic_setting(text, names)
         if setting_program is None:
             settings.append(guess)
             setting_methods.append(HEURISTIC_METHOD)
             continue
-        words = _words(text)
-        excerpt = " ".join(words[:250]) + (" ... " + " ".join(words[-80:]) if len(words) > 330 else "")
         try:
-            prediction = run_program(handle, setting_program, scene_text=excerpt)
+            prediction = setting_answers[number].result()
             settings.append(Setting(
                 location=str(prediction.location or guess.location).strip(),
                 time=str(prediction.time or guess.time).strip(),
@@ -202,13 +213,18 @@ def judge_rosters(
         for c in reading.book.characters
     ]
     progress.step_started(reading.book.slug, "scene_rosters", len(scenes))
-    for scene, scene_evidence in zip(scenes, evidence):
+
+    def ask_roster(pair: tuple[Span, dict[str, RosterEvidence]]) -> Any:
+        return run_program(
+            handle, program, scene_text=roster_excerpt(reading, pair[0]), characters=listing,
+            evidence=evidence_notes(reading, pair[1]),
+        )
+
+    answers = map_calls(handle, ask_roster, list(zip(scenes, evidence)))
+    for scene, scene_evidence, answer in zip(scenes, evidence, answers):
         judged: dict[str, str] = {}
         try:
-            prediction = run_program(
-                handle, program, scene_text=roster_excerpt(reading, scene), characters=listing,
-                evidence=evidence_notes(reading, scene_evidence),
-            )
+            prediction = answer.result()
             for entry in prediction.roster or []:
                 slug = by_name.get(str(entry.character).split("(")[0].strip().lower())
                 if slug:

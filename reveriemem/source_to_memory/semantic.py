@@ -23,7 +23,7 @@ from typing import Any
 from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.registry import Book
 from reveriemem.core.text import sentence_runs, split_paragraphs
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, map_calls, run_program
 
 PASSAGE_WORDS = 2500
 EXTRACTION_VERSION = "kg-v1"
@@ -114,12 +114,17 @@ def extract_scene_graphs(
     program = scene_graph_program()
     labels = character_labels(book)
     graphs: list[SceneGraph] = []
-    for scene_id, start, end in scenes:
-        for passage in scene_passages(book.text, scene_id, start, end):
+    passages = [scene_passages(book.text, scene_id, start, end) for scene_id, start, end in scenes]
+
+    def ask(passage: Passage) -> Any:
+        return run_program(handle, program, passage=book.text[passage.start:passage.end], focus_characters=labels)
+
+    answers = iter(map_calls(handle, ask, [p for scene in passages for p in scene]))
+    for (scene_id, _start, _end), scene in zip(scenes, passages):
+        for passage in scene:
             method = f"model:{handle.name}"
             try:
-                prediction = run_program(handle, program, passage=book.text[passage.start:passage.end],
-                                         focus_characters=labels)
+                prediction = next(answers).result()
             except ModelOutputError as exc:
                 graphs.append(SceneGraph(scene_id, passage.index, passage.start, passage.end,
                                          method=f"failed:{handle.name}", error=str(exc)))

@@ -1,0 +1,232 @@
+"""Concurrent model calls: a bounded pool, rate limits and a shared pause after a rate-limit error.
+
+A build step that makes several independent model calls (one per candidate
+boundary, scene, passage, batch of lines or pattern) hands them to
+`map_calls(handle, call, items)`: `call(item)` runs in a pool of at most
+`REVERIEMEM_MAX_CONCURRENCY` threads (default 8) and the answers come back as
+a list in the order of `items`, whatever order the calls finished in, so a
+step's rows are the same at any concurrency. Each answer holds the call's
+value or the exception it raised; `answer.result()` returns the one or
+raises the other, so a step's loop keeps its own `try/except` around it.
+
+Resume: every call goes through `run_program`, which stores each parsed
+prediction in the persistent model cache as soon as it arrives (the cache is
+safe to share between threads). When a call fails with anything but
+`ModelOutputError` (e.g. the model became unreachable), calls not yet started
+are cancelled, the calls already in flight run to their end and are cached,
+and the failure is raised at its place in input order: a re-run finds every
+answer obtained before the failure in the cache.
+
+Serial where it must be: a handle without a model, a model whose engine says
+`serial_calls` (the in-process llama.cpp engine runs one GGUF model that
+cannot answer two calls at once; a test fake answering from a queue in
+order), or a concurrency of 1 run the calls one by one in the caller's
+thread, exactly as a plain loop would.
+
+Each worker runs its call in a copy of the caller's `contextvars` context, so
+DSPy's settings made with `dspy.context` in the caller (adapter, usage
+tracker) hold in the worker; `dspy.configure` is never called from a worker.
+
+Rate limits, per model name and process-wide (`rate_limiter(name)`):
+`REVERIEMEM_MAX_RPM` requests per minute and `REVERIEMEM_MAX_TPM` tokens per
+minute, over a sliding 60-second window; tokens are counted from the usage
+every call reports (`reveriemem.models.usage`). After a rate-limit error,
+`pause(seconds)` holds every caller of that model, not just the one that was
+refused. `run_program` calls `acquire()` before each attempt.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from reveriemem.core import progress, settings
+from reveriemem.core.errors import ModelOutputError
+from reveriemem.models import usage
+from reveriemem.models.handle import ModelHandle
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+WINDOW_S = 60.0
+
+
+@dataclass(frozen=True)
+class Answer(Generic[R]):
+    """One call's value, or the exception it raised."""
+
+    value: R | None = None
+    error: BaseException | None = None
+
+    def result(self) -> R:
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+
+def concurrency_for(handle: ModelHandle, requested: int | None = None) -> int:
+    """How many calls of `handle` may run at once: `requested`, else the setting; 1 where calls must be serial."""
+    if handle.lm is None:
+        return 1
+    engine = handle.engine if handle.engine is not None else getattr(handle.lm, "engine", None)
+    if getattr(engine, "serial_calls", False):
+        return 1
+    return max(1, requested if requested is not None else settings.max_concurrency())
+
+
+def map_calls(
+    handle: ModelHandle,
+    call: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    concurrency: int | None = None,
+) -> list[Answer[R]]:
+    """`call(item)` for every item, at most `concurrency` at once; the answers in input order (see the module doc)."""
+    todo = list(items)
+    workers = min(concurrency_for(handle, concurrency), len(todo))
+    if workers <= 1:
+        return _serial(call, todo)
+    answers: list[Answer[R] | None] = [None] * len(todo)
+    stop = threading.Event()
+
+    def run(index: int, context: contextvars.Context) -> None:
+        if stop.is_set():
+            return
+        progress.calls_in_flight(+1)
+        try:
+            answers[index] = Answer(value=context.run(call, todo[index]))
+        except Exception as exc:  # handed back in order; the caller decides
+            answers[index] = Answer(error=exc)
+            if not isinstance(exc, ModelOutputError):
+                stop.set()
+        finally:
+            progress.calls_in_flight(-1)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reveriemem-call") as pool:
+        futures: list[Future[None]] = [pool.submit(run, i, contextvars.copy_context()) for i in range(len(todo))]
+        for future in futures:
+            future.result()  # run() never raises; waits for every call (cancelled ones return at once)
+    result: list[Answer[R]] = []
+    for answer in answers:
+        if answer is None:  # never started: an earlier call failed and stopped the pool
+            break
+        result.append(answer)
+        if answer.error is not None and not isinstance(answer.error, ModelOutputError):
+            break  # what follows a failure is never used: the caller raises here
+    return result + [Answer(error=_Skipped())] * (len(todo) - len(result))
+
+
+def _serial(call: Callable[[T], R], todo: list[T]) -> list[Answer[R]]:
+    answers: list[Answer[R]] = []
+    for index, item in enumerate(todo):
+        try:
+            answers.append(Answer(value=call(item)))
+        except ModelOutputError as exc:
+            answers.append(Answer(error=exc))
+        except Exception as exc:
+            answers.append(Answer(error=exc))
+            answers.extend([Answer(error=_Skipped())] * (len(todo) - index - 1))
+            break
+    return answers
+
+
+class _Skipped(RuntimeError):
+    """A call never made because an earlier one failed (its failure is raised first)."""
+
+    def __init__(self) -> None:
+        super().__init__("This model call was skipped because an earlier call failed.")
+
+
+# -- rate limits -------------------------------------------------------------------
+
+
+class RateLimiter:
+    """Requests and tokens per minute for one model, over a sliding window, and a shared pause."""
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, *,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rpm = rpm if rpm and rpm > 0 else None
+        self.tpm = tpm if tpm and tpm > 0 else None
+        self.clock = clock
+        self.sleep = sleep
+        self._lock = threading.Lock()
+        self._requests: deque[float] = deque()
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._paused_until = float("-inf")
+
+    def acquire(self) -> float:
+        """Wait until one more request fits the limits (and any pause is over); the seconds waited."""
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = self.clock()
+                delay = self._delay(now)
+                if delay <= 0:
+                    self._requests.append(now)
+                    return waited
+            self.sleep(delay)
+            waited += delay
+
+    def record_tokens(self, tokens: int) -> None:
+        if self.tpm is None or tokens <= 0:
+            return
+        with self._lock:
+            self._tokens.append((self.clock(), tokens))
+
+    def pause(self, seconds: float) -> None:
+        """Hold every caller for `seconds` from now (after the model refused a call for its rate)."""
+        with self._lock:
+            self._paused_until = max(self._paused_until, self.clock() + seconds)
+
+    def _delay(self, now: float) -> float:
+        horizon = now - WINDOW_S
+        while self._requests and self._requests[0] <= horizon:
+            self._requests.popleft()
+        while self._tokens and self._tokens[0][0] <= horizon:
+            self._tokens.popleft()
+        delay = self._paused_until - now
+        if self.rpm is not None and len(self._requests) >= self.rpm:
+            delay = max(delay, self._requests[0] + WINDOW_S - now)
+        if self.tpm is not None and self._tokens and sum(n for _, n in self._tokens) >= self.tpm:
+            delay = max(delay, self._tokens[0][0] + WINDOW_S - now)
+        return delay
+
+
+_limiters: dict[str, RateLimiter] = {}
+_limiters_lock = threading.Lock()
+
+
+def rate_limiter(model: str) -> RateLimiter:
+    """The process's limiter for the model named `model`, with the limits set in the environment."""
+    with _limiters_lock:
+        limiter = _limiters.get(model)
+        rpm, tpm = settings.max_rpm(), settings.max_tpm()
+        if limiter is None or (limiter.rpm, limiter.tpm) != (rpm, tpm):
+            limiter = _limiters[model] = RateLimiter(rpm, tpm)
+        _ensure_token_listener()
+        return limiter
+
+
+_listening = False
+
+
+def _ensure_token_listener() -> None:
+    global _listening
+    if not _listening:
+        usage.add_listener(_count_tokens)
+        _listening = True
+
+
+def _count_tokens(call: Any) -> None:
+    if call.cached:
+        return
+    with _limiters_lock:
+        limiter = _limiters.get(call.model)
+    if limiter is not None:
+        limiter.record_tokens(call.prompt_tokens + call.completion_tokens)
