@@ -96,3 +96,17 @@ def test_quotes_are_not_doubled() -> None:
     assert quoted('"Is that you, Jim?" said the captain shortly.') == '"Is that you, Jim?" said the captain shortly.'
     assert quoted("“And he took pages out of the ledger?”") == '"And he took pages out of the ledger?"'
     assert not quoted('"Yes," said he. "No."').startswith('""')
+
+
+def test_ask_refuses_rather_than_answer_beside_the_point_on_the_demo(built_demo) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from reveriemem_dagster.cli import main
+
+    result = CliRunner().invoke(main, ["ask", built_demo, "Tobin", "What did Osric confess?", "--lm", "none", "--json"])
+    assert result.exit_code == 0, result.output
+    reply = json.loads(result.output)
+    assert reply["trace"]["stop_reason"] == "refusal", reply["reply"]
+    assert "muster" not in reply["reply"] and reply["trace"]["used_facts"] == []

@@ -37,7 +37,7 @@ from reveriemem.inference.offline import DEFAULT_CALIBRATION, READER_VERSION, Re
 from reveriemem.inference.offline_reader import term_set
 
 MIN_TRAIN = 6  # fewer train items of a character than this (or none of a split): the default floors
-MAX_TRAIN = 80  # train items read per character at most (evenly across the story, half per split)
+MAX_TRAIN = 40  # train items read per character at most (evenly across the story, half per split)
 BOOK_FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2)  # candidate floors of the whole book's support
 VARIANTS = {
     "reveriemem": LAYERS,
@@ -78,7 +78,7 @@ class ReverieMemMethod:
         detail: dict[str, Any] = {"facts": [f.fact_id for f in trace.facts], "scenes": [s.scene_id for s in trace.anchored],
                                   "exit_round": trace.exit_round, "stop": trace.stop_reason, "variant": trace.method}
         if trace.offline:
-            detail.update({k: trace.offline.get(k) for k in ("best", "support", "floor")},
+            detail.update({k: trace.offline.get(k) for k in ("best", "support", "book", "ratio", "floor", "ratio_floor")},
                           floor_source=trace.offline["calibration"]["source"])
         return Answer(reply=turn.reply, calls=int(totals.get("calls", 0)),
                       prompt_tokens=int(totals.get("prompt_tokens", 0)),

@@ -53,7 +53,9 @@ EXTRACTIVE_METHOD = f"heuristic:{READER_VERSION}"
 MIN_SCORE = 0.3  # kept for callers that pass it: the least cosine similarity of a fact worth quoting
 REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."  # the book answers, my memory does not
 UNKNOWN = "I don't know; nothing I remember speaks to that."  # nothing in the book answers either
+REFUSALS = (REFUSAL, UNKNOWN)
 QUOTE_WORDS = 60
+NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
 
 
 @dataclass(frozen=True)
@@ -94,15 +96,35 @@ def load_calibration(book: str, character: str, store: MemoryStore | None = None
                              kbf_train=row.get("kbf_train"), calibrated=bool(row.get("calibrated", True)))
 
 
+def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
+    """Each passage with the next one in story order when that one follows it closely in the book
+    (at most `NEIGHBOUR_GAP` characters between them): a sentence and the next, as the book tells
+    them, read together ("I was struck on the shoulder by a Jezail bullet" / "... at Maiwand")."""
+    order = sorted(range(len(passages)), key=lambda i: (spans[i][0] is None, spans[i][0] or 0))
+    out = list(passages)
+    for here, after in zip(order, order[1:]):
+        end, start = spans[here][1], spans[after][0]
+        if end is not None and start is not None and 0 <= start - end <= NEIGHBOUR_GAP:
+            out[here] = f"{passages[here]} {passages[after]}"
+    return out
+
+
+def _span(row: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    start, end = row.get("source_start"), row.get("source_end")
+    return (None if start is None else int(start), None if end is None else int(end))
+
+
 class BookEvidence(Rarity):
     """Term rarity over the whole book's facts, the book's name folding, and an index over those facts
-    that says how well the whole book supports a question: read only to decide whether to refuse,
-    never quoted (a reply quotes the character's own pool)."""
+    (each read with the next, as `joined`) that says how well the whole book supports a question:
+    read only to decide whether to refuse, never quoted (a reply quotes the character's own pool)."""
 
-    def __init__(self, passages: Sequence[str], folding: NameFolding = NO_FOLDING):
+    def __init__(self, passages: Sequence[str], folding: NameFolding = NO_FOLDING,
+                 spans: Sequence[tuple[int | None, int | None]] | None = None):
         self.folding = folding
-        self.passages = [folding.apply(p) for p in passages]
-        super().__init__(self.passages)
+        folded = [folding.apply(p) for p in passages]
+        super().__init__(folded)
+        self.passages = joined(folded, spans) if spans is not None else folded
         self._index: SupportIndex | None = None
 
     @property
@@ -135,8 +157,8 @@ def load_rarity(book: str, store: MemoryStore | None = None) -> BookEvidence:
     """The whole book's facts as evidence: term rarity, names, and the support index the refusal compares
     with (no fact of it is read into a reply)."""
     store = store or MemoryStore.for_home()
-    facts = store.read("facts", PartitionRef(book)).select("text", "evidence").to_dicts()
-    return BookEvidence([fact_passage(row) for row in facts], book_folding(book, store))
+    facts = store.read("facts", PartitionRef(book)).select("text", "evidence", "source_start", "source_end").to_dicts()
+    return BookEvidence([fact_passage(row) for row in facts], book_folding(book, store), [_span(r) for r in facts])
 
 
 # -- options typed in the question -------------------------------------------------------------
@@ -215,7 +237,10 @@ class OfflineReasoner:
         self.ignored = [self.folding.apply(n) for n in self.names] + self.names
 
     def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene]) -> SupportIndex:
-        passages = [self.folding.apply(p) for p in [fact_passage(row) for row in pool] + [s.note for s in anchored]]
+        """The pool's facts (each with the next pool fact that follows it closely in the book) and the
+        character's own scene notes, as passages; a passage's index is its fact's index in `pool`."""
+        facts = joined([self.folding.apply(fact_passage(row)) for row in pool], [_span(row) for row in pool])
+        passages = facts + [self.folding.apply(s.note) for s in anchored]
         return SupportIndex(passages, self.rarity or Rarity(passages), window=1)
 
     def compare_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
@@ -264,13 +289,14 @@ class OfflineReasoner:
                                                   similarity_of(pool[i]) or 0.0))
                 reading = OptionReading(None, "", shares[best], best)
                 on_point = bool(rarest) and rarest <= term_set(index.passages[best])
-        if self.book is None:
+        book = self.book
+        if book is None:
             return Comparison(reading, reading.support, on_point, on_point)
-        shares = self.book.index.context(text, self.ignored)
+        shares = book.index.context(text, self.ignored)
         if not shares:
             return Comparison(reading, reading.support, on_point, on_point)
-        best = max(shares, key=lambda i: (term_set(self.book.passages[i]) >= rarest, shares[i]))
-        book_on_point = bool(rarest) and rarest <= term_set(self.book.passages[best])
+        best = max(shares, key=lambda i: (term_set(book.passages[i]) >= rarest, shares[i]))
+        book_on_point = bool(rarest) and rarest <= term_set(book.passages[best])
         return Comparison(reading, max(shares[best], reading.support), on_point, book_on_point or on_point)
 
     def read_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> tuple[int | None, float]:
