@@ -26,6 +26,7 @@ BOOK = [
     '"Is that you, Jim?" said the captain shortly.',
     "The number 28 was scrawled on the ceiling of the farmhouse.",
     "Silver's wife has sold the Spy-glass and gone to meet him.",
+    "Care killed a cat.",
 ]
 FOLDING = NameFolding([("Doctor Livesey", ["Livesey", "Dr. Livesey", "the doctor"]),
                        ("Long John Silver", ["Silver", "Long John", "the cook", "Barbecue"]),
@@ -80,9 +81,9 @@ def test_what_nothing_in_the_book_answers_is_refused_as_unknown() -> None:
 def test_a_free_form_answer_must_hold_what_is_asked_not_only_a_name() -> None:
     who = reasoner(["Doctor Livesey", "Livesey"])
     # "said the captain shortly." shares only "captain": the question asks who killed him
-    refused = who.decide(parse_options("Who killed the captain?"), [fact(3), fact(0)], [])
+    refused = who.decide(parse_options("Who killed the captain?"), [fact(3), fact(6), fact(0)], [])
     assert refused.stop == "refusal" and refused.used == []
-    assert "shortly" not in refused.reply
+    assert "shortly" not in refused.reply and "cat" not in refused.reply
     answered = who.decide(parse_options("How did the captain die?"), [fact(2), fact(3)], [])
     assert answered.stop == "extractive" and answered.used == ["f2"] and "stroke" in answered.reply
 

@@ -15,9 +15,9 @@ book's entity table), so "the doctor" or "Mr. Holmes" meets the facts naming Liv
   floor) -> "I don't know". The reply names the letter and the option; an option that is
   itself a refusal ("I cannot answer ...") is the letter of a refusal.
 - A free-form question is answered extractively, quoting the fact whose passage holds the
-  largest share of the question's rarity mass (ties: cosine similarity) and holds the
-  question's rarest word; a fact that only shares a name, or misses what is asked about, is
-  not an answer. Below the question floor it refuses the same two ways, by the whole book.
+  largest share of the question's rarity mass (ties: cosine similarity), its rarest asked word
+  and all its asked words but a few; a fact that only shares a name, or misses what is asked
+  about ("said the captain shortly" to "Who killed the captain?"), is not an answer. Below the question floor it refuses the same two ways, by the whole book.
 
 The floors are calibrated per book and character on generated train items when the memory is
 built (the `reader_calibration` asset) and read from storage (`load_calibration`); an older build
@@ -27,7 +27,7 @@ without them uses `DEFAULT_CALIBRATION`, and the trace says which was used.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -276,27 +276,39 @@ class OfflineReasoner:
         top = max(weight(t) for t in asked)
         return frozenset(t for t in asked if weight(t) >= top - 1e-9)
 
+    def _holds(self, text: str, rarest: frozenset[str]) -> Callable[[str], bool]:
+        """Does a passage hold what a free-form question asks: its rarest asked word, and all its asked
+        words but a few (none of two, one of three or four, two of five or six...)?"""
+        asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        spare = max(0, (len(asked) - 1) // 2)
+
+        def holds(passage: str) -> bool:
+            words = term_set(passage)
+            return bool(rarest) and rarest <= words and len(asked - words) <= spare
+        return holds
+
     def compare_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> Comparison:
         """The pool fact best supporting a free-form question, its context share, and the whole book's best."""
         text = self.folding.apply(question)
         rarest = self._rarest(text)
+        holds = self._holds(text, rarest)
         reading, on_point = OptionReading(None, "", 0.0), False
         if pool:
             index = self._index(pool, [])
             shares = index.context(text, self.ignored)
             if shares:
-                best = max(shares, key=lambda i: (term_set(index.passages[i]) >= rarest, round(shares[i], 6),
+                best = max(shares, key=lambda i: (holds(index.passages[i]), round(shares[i], 6),
                                                   similarity_of(pool[i]) or 0.0))
                 reading = OptionReading(None, "", shares[best], best)
-                on_point = bool(rarest) and rarest <= term_set(index.passages[best])
+                on_point = holds(index.passages[best])
         book = self.book
         if book is None:
             return Comparison(reading, reading.support, on_point, on_point)
         shares = book.index.context(text, self.ignored)
         if not shares:
             return Comparison(reading, reading.support, on_point, on_point)
-        best = max(shares, key=lambda i: (term_set(book.passages[i]) >= rarest, shares[i]))
-        book_on_point = bool(rarest) and rarest <= term_set(book.passages[best])
+        best = max(shares, key=lambda i: (holds(book.passages[i]), shares[i]))
+        book_on_point = holds(book.passages[best])
         return Comparison(reading, max(shares[best], reading.support), on_point, book_on_point or on_point)
 
     def read_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> tuple[int | None, float]:
