@@ -23,6 +23,7 @@ from reveriemem.core.schemas import KBF_ITEMS, READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef, frame
 from reveriemem.inference.agent import ReverieAgent
 from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.offline import READER_VERSION
 from reveriemem.models import open_model
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
@@ -61,7 +62,7 @@ def kbf_items(context: dg.AssetExecutionContext, lm: LanguageModel, facts: pl.Da
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          code_version=CODE_VERSION, ins={"facts": dg.AssetIn(partition_mapping=book_of_pair),
+          code_version=f"{CODE_VERSION}+{READER_VERSION}", ins={"facts": dg.AssetIn(partition_mapping=book_of_pair),
                "entities": dg.AssetIn(partition_mapping=book_of_pair)},
           deps=["episodes", "emotion_transitions", "personality_patterns"], kinds={"parquet"})
 def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingModel, facts: pl.DataFrame,
@@ -82,7 +83,8 @@ def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingMod
     row = {"book": book.slug, "character": character.slug, **calibration.to_dict()}
     return dg.Output(frame([row], READER_CALIBRATION), metadata={
         "in_book": True, "n_train": calibration.n_train, "option_floor": calibration.option_floor,
-        "question_floor": calibration.question_floor, "kbf_train": calibration.kbf_train,
+        "question_floor": calibration.question_floor, "ratio_floor": calibration.ratio_floor,
+        "kbf_train": calibration.kbf_train,
         "calibrated": calibration.calibrated, "source": calibration.source})
 
 

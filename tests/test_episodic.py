@@ -241,14 +241,14 @@ def test_a_character_never_present_has_no_episodes_and_the_check_passes(demo_boo
 
 
 def test_an_agent_for_a_character_never_present_refuses_rather_than_crashes(built_demo):
-    from reveriemem.inference.offline import REFUSAL
+    from reveriemem.inference.offline import REFUSALS
     from reveriemem.inference.session import open_session
 
     assert LanceStore(lancedb_uri()).read("episodes", PartitionRef(built_demo, CORWEN)).height == 0
     session = open_session(built_demo, "Corwen Dask", lm="none")
     for question in ("What did you see on the harbour wall on Quarter Day?", "Where did Mara fill the Horn Lamp from?"):
         turn = session.agent.respond(question)
-        assert turn.reply == REFUSAL and turn.trace.stop_reason == "refusal" and turn.trace.facts == []
+        assert turn.reply in REFUSALS and turn.trace.stop_reason == "refusal" and turn.trace.facts == []
 
 
 def episodic_schema():

@@ -303,6 +303,7 @@ READER_CALIBRATION = pa.schema(
         ("reader", pa.string()),  # the offline reader version the floors were calibrated for
         ("option_floor", pa.float64()),
         ("question_floor", pa.float64()),
+        ("ratio_floor", pa.float64()),  # the least share of the whole book's support the memory must hold
         ("n_train", pa.int32()),  # generated train items calibrated on
         ("kbf_train", pa.float64()),
         ("calibrated", pa.bool_()),  # False: the default floors (too few train items)

@@ -3,17 +3,23 @@
 It reads only the bounded pool the reasoning chain recalled (the character's visible facts and
 its own scene notes), with the project's one offline reader
 (`reveriemem.inference.offline_reader`), so it can say nothing the character does not know.
+Every name is read as one (`NameFolding`: the character file's aliases and descriptors and the
+book's entity table), so "the doctor" or "Mr. Holmes" meets the facts naming Livesey or Holmes.
 
 - A question that carries options, typed as a user would ("A) ...", "A. ...", "(A) ...", on
   one line or several; `parse_options`), is answered by the option its memory supports best
-  (`SupportIndex.support`), or refused when that support is not above the option floor. The
-  reply names the letter and the option; an option that is itself a refusal ("I cannot
-  answer ...") is the letter of a refusal.
+  (`SupportIndex.support`). Whether to answer at all compares that support with the best
+  support the whole book gives any option (`BookEvidence`, read for the comparison only,
+  never quoted): the book answers and the character's memory does not (their ratio is below
+  the ratio floor) -> "I never saw that"; nothing in the book answers (below the option
+  floor) -> "I don't know". The reply names the letter and the option; an option that is
+  itself a refusal ("I cannot answer ...") is the letter of a refusal.
 - A free-form question is answered extractively, quoting the fact whose passage holds the
-  largest share of the question's rarity mass (ties: cosine similarity), or refused when that
-  share is not above the question floor: a fact that only shares a name is not an answer.
+  largest share of the question's rarity mass (ties: cosine similarity), its rarest asked word
+  and all its asked words but a few; a fact that only shares a name, or misses what is asked
+  about ("said the captain shortly" to "Who killed the captain?"), is not an answer. Below the question floor it refuses the same two ways, by the whole book.
 
-Both floors are calibrated per book and character on generated train items when the memory is
+The floors are calibrated per book and character on generated train items when the memory is
 built (the `reader_calibration` asset) and read from storage (`load_calibration`); an older build
 without them uses `DEFAULT_CALIBRATION`, and the trace says which was used.
 """
@@ -21,31 +27,45 @@ without them uses `DEFAULT_CALIBRATION`, and the trace says which was used.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reveriemem.core.errors import StorageError
+from reveriemem.core.errors import RegistryError, StorageError
+from reveriemem.core.registry import load_book
 from reveriemem.core.storage import MemoryStore, PartitionRef
 from reveriemem.inference.memory_reader import similarity_of
-from reveriemem.inference.offline_reader import OptionReading, Rarity, SupportIndex, best_option, fact_passage
+from reveriemem.inference.offline_reader import (
+    NO_FOLDING,
+    NameFolding,
+    OptionReading,
+    Rarity,
+    SupportIndex,
+    best_option,
+    fact_passage,
+    term_set,
+)
 from reveriemem.inference.trace import AnchoredScene
 from reveriemem.inference.turn_text import clip
 
-READER_VERSION = "offline-reader-v3"  # a stored calibration of another version is not used
+READER_VERSION = "offline-reader-v4"  # a stored calibration of another version is not used
 EXTRACTIVE_METHOD = f"heuristic:{READER_VERSION}"
 MIN_SCORE = 0.3  # kept for callers that pass it: the least cosine similarity of a fact worth quoting
-REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."
+REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."  # the book answers, my memory does not
+UNKNOWN = "I don't know; nothing I remember speaks to that."  # nothing in the book answers either
+REFUSALS = (REFUSAL, UNKNOWN)
 QUOTE_WORDS = 60
+NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
 
 
 @dataclass(frozen=True)
 class ReaderCalibration:
     """The offline reasoner's floors and where they came from."""
 
-    option_floor: float  # an option is chosen only when its support is above this
+    option_floor: float  # below this best support of any option in the whole book, nothing answers
     question_floor: float  # a free-form answer is given only when its context share is above this
     source: str
+    ratio_floor: float = 0.5  # an option is chosen only when its bounded support is at least this share of the book's
     n_train: int = 0
     kbf_train: float | None = None
     calibrated: bool = True
@@ -56,7 +76,7 @@ class ReaderCalibration:
 
 
 DEFAULT_CALIBRATION = ReaderCalibration(
-    option_floor=0.3, question_floor=0.5, calibrated=False,
+    option_floor=0.05, question_floor=0.5, ratio_floor=0.6, calibrated=False,
     source="default floors: no calibration of this reader is stored with the build (rebuild the book)")
 
 
@@ -71,15 +91,74 @@ def load_calibration(book: str, character: str, store: MemoryStore | None = None
     if row is None or row.get("reader") != READER_VERSION:
         return DEFAULT_CALIBRATION
     return ReaderCalibration(option_floor=float(row["option_floor"]), question_floor=float(row["question_floor"]),
+                             ratio_floor=float(row.get("ratio_floor") or DEFAULT_CALIBRATION.ratio_floor),
                              source=str(row["source"]), n_train=int(row["n_train"] or 0),
                              kbf_train=row.get("kbf_train"), calibrated=bool(row.get("calibrated", True)))
 
 
-def load_rarity(book: str, store: MemoryStore | None = None) -> Rarity:
-    """Term rarity over the whole book's stored facts (counts only: no fact is read into a reply)."""
+def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
+    """Each passage with the next one in story order when that one follows it closely in the book
+    (at most `NEIGHBOUR_GAP` characters between them): a sentence and the next, as the book tells
+    them, read together ("I was struck on the shoulder by a Jezail bullet" / "... at Maiwand")."""
+    order = sorted(range(len(passages)), key=lambda i: (spans[i][0] is None, spans[i][0] or 0))
+    out = list(passages)
+    for here, after in zip(order, order[1:]):
+        end, start = spans[here][1], spans[after][0]
+        if end is not None and start is not None and 0 <= start - end <= NEIGHBOUR_GAP:
+            out[here] = f"{passages[here]} {passages[after]}"
+    return out
+
+
+def _span(row: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    start, end = row.get("source_start"), row.get("source_end")
+    return (None if start is None else int(start), None if end is None else int(end))
+
+
+class BookEvidence(Rarity):
+    """Term rarity over the whole book's facts, the book's name folding, and an index over those facts
+    (each read with the next, as `joined`) that says how well the whole book supports a question:
+    read only to decide whether to refuse, never quoted (a reply quotes the character's own pool)."""
+
+    def __init__(self, passages: Sequence[str], folding: NameFolding = NO_FOLDING,
+                 spans: Sequence[tuple[int | None, int | None]] | None = None):
+        self.folding = folding
+        folded = [folding.apply(p) for p in passages]
+        super().__init__(folded)
+        self.passages = joined(folded, spans) if spans is not None else folded
+        self._index: SupportIndex | None = None
+
+    @property
+    def index(self) -> SupportIndex:
+        if self._index is None:
+            self._index = SupportIndex(self.passages, self, window=1)
+        return self._index
+
+
+def book_folding(book: str, store: MemoryStore) -> NameFolding:
+    """The book's names: each focus character's aliases and descriptors, and the entity table's aliases."""
+    groups: list[tuple[str, list[str]]] = []
+    try:
+        for character in load_book(book, store.home).characters:
+            groups.append((character.name, [*character.aliases, *character.descriptors]))
+    except RegistryError:
+        pass
+    try:
+        entities = store.read("entities", PartitionRef(book)).select("name", "aliases", "character").to_dicts()
+    except StorageError:
+        entities = []
+    for row in entities:
+        aliases = [str(a) for a in row.get("aliases") or [] if a]
+        if row.get("character") is None and len(aliases) > 1:
+            groups.append((str(row["name"]), aliases))
+    return NameFolding(groups)
+
+
+def load_rarity(book: str, store: MemoryStore | None = None) -> BookEvidence:
+    """The whole book's facts as evidence: term rarity, names, and the support index the refusal compares
+    with (no fact of it is read into a reply)."""
     store = store or MemoryStore.for_home()
-    facts = store.read("facts", PartitionRef(book)).select("text", "evidence").to_dicts()
-    return Rarity(fact_passage(row) for row in facts)
+    facts = store.read("facts", PartitionRef(book)).select("text", "evidence", "source_start", "source_end").to_dicts()
+    return BookEvidence([fact_passage(row) for row in facts], book_folding(book, store), [_span(r) for r in facts])
 
 
 # -- options typed in the question -------------------------------------------------------------
@@ -132,62 +211,152 @@ class OfflineDecision:
     detail: dict[str, Any]  # what the trace shows of the decision
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """A question read against the character's memory and against the whole book (no decision yet)."""
+
+    reading: OptionReading  # options: the best-supported option in memory; free-form: the best fact
+    book: float  # the best support the whole book gives (at least the memory's own)
+    on_point: bool = True  # free-form: the memory's best passage holds the question's rarest word
+    book_on_point: bool = True  # free-form: the book's best passage does
+
+    @property
+    def ratio(self) -> float:
+        return self.reading.support / self.book if self.book > 0 else 0.0
+
+
 class OfflineReasoner:
     """Reads one bounded pool against a question; `names` are the character's own surface forms."""
 
     def __init__(self, rarity: Rarity | None, calibration: ReaderCalibration, names: Sequence[str]):
         self.rarity = rarity
         self.calibration = calibration
+        self.book = rarity if isinstance(rarity, BookEvidence) else None
+        self.folding = self.book.folding if self.book is not None else NO_FOLDING
         self.names = list(names)
+        self.ignored = [self.folding.apply(n) for n in self.names] + self.names
 
     def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene]) -> SupportIndex:
-        passages = [fact_passage(row) for row in pool] + [scene.note for scene in anchored]
+        """The pool's facts (each with the next pool fact that follows it closely in the book) and the
+        character's own scene notes, as passages; a passage's index is its fact's index in `pool`."""
+        facts = joined([self.folding.apply(fact_passage(row)) for row in pool], [_span(row) for row in pool])
+        passages = facts + [self.folding.apply(s.note) for s in anchored]
         return SupportIndex(passages, self.rarity or Rarity(passages), window=1)
+
+    def compare_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
+                        anchored: Sequence[AnchoredScene]) -> Comparison:
+        """The best-supported answer option in memory and the whole book's best support (no decision yet)."""
+        answers = {k: self.folding.apply(v) for k, v in question.answers.items()}
+        text = self.folding.apply(question.text)
+        first = next(iter(answers))
+        if not pool and not anchored:
+            reading = OptionReading(None, first, 0.0)
+        else:
+            support = self._index(pool, anchored).support(text, answers, self.ignored)
+            letter, score = best_option(support)
+            reading = OptionReading(letter, letter, score, support[letter].passage)
+        if self.book is None:
+            return Comparison(reading, reading.support)
+        _, book = best_option(self.book.index.support(text, answers, self.ignored))
+        return Comparison(reading, max(book, reading.support))
 
     def read_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
                      anchored: Sequence[AnchoredScene]) -> OptionReading:
         """The best-supported answer option and its support (no decision yet)."""
-        answers = question.answers
-        first = next(iter(answers))
-        if not pool and not anchored:
-            return OptionReading(None, first, 0.0)
-        support = self._index(pool, anchored).support(question.text, answers, self.names)
-        letter, score = best_option(support)
-        return OptionReading(letter, letter, score, support[letter].passage)
+        return self.compare_options(question, pool, anchored).reading
+
+    def _rarest(self, text: str) -> frozenset[str]:
+        """The question's rarest word that the book knows and that names no one (the character's own
+        names and every name the book's folding knows left out): what the question asks about."""
+        names = frozenset().union(*(term_set(n) for n in self.ignored)) | self.folding.terms
+        asked = [t for t in term_set(text) - names if self.rarity is None or self.rarity.df.get(t, 0) > 0]
+        if not asked:
+            return frozenset()
+        weight = (self.rarity or Rarity([])).weight
+        top = max(weight(t) for t in asked)
+        return frozenset(t for t in asked if weight(t) >= top - 1e-9)
+
+    def _holds(self, text: str, rarest: frozenset[str]) -> Callable[[str], bool]:
+        """Does a passage hold what a free-form question asks: its rarest asked word, and all its asked
+        words but a few (none of two, one of three or four, two of five or six...)?"""
+        asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        spare = max(0, (len(asked) - 1) // 2)
+
+        def holds(passage: str) -> bool:
+            words = term_set(passage)
+            return bool(rarest) and rarest <= words and len(asked - words) <= spare
+        return holds
+
+    def compare_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> Comparison:
+        """The pool fact best supporting a free-form question, its context share, and the whole book's best."""
+        text = self.folding.apply(question)
+        rarest = self._rarest(text)
+        holds = self._holds(text, rarest)
+        reading, on_point = OptionReading(None, "", 0.0), False
+        if pool:
+            index = self._index(pool, [])
+            shares = index.context(text, self.ignored)
+            if shares:
+                best = max(shares, key=lambda i: (holds(index.passages[i]), round(shares[i], 6),
+                                                  similarity_of(pool[i]) or 0.0))
+                reading = OptionReading(None, "", shares[best], best)
+                on_point = holds(index.passages[best])
+        book = self.book
+        if book is None:
+            return Comparison(reading, reading.support, on_point, on_point)
+        shares = book.index.context(text, self.ignored)
+        if not shares:
+            return Comparison(reading, reading.support, on_point, on_point)
+        best = max(shares, key=lambda i: (holds(book.passages[i]), shares[i]))
+        book_on_point = holds(book.passages[best])
+        return Comparison(reading, max(shares[best], reading.support), on_point, book_on_point or on_point)
 
     def read_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> tuple[int | None, float]:
         """The pool fact best supporting a free-form question, and its context share (no decision yet)."""
-        if not pool:
-            return None, 0.0
-        shares = self._index(pool, []).context(question, self.names)
-        if not shares:
-            return None, 0.0
-        best = max(shares, key=lambda i: (round(shares[i], 6), similarity_of(pool[i]) or 0.0))
-        return best, shares[best]
+        reading = self.compare_question(question, pool).reading
+        return reading.passage, reading.support
+
+    def option_letter(self, compared: Comparison) -> str | None:
+        """The option decided, or None to refuse."""
+        cal = self.calibration
+        if compared.book <= cal.option_floor or compared.reading.support <= 0 or compared.ratio < cal.ratio_floor:
+            return None
+        return compared.reading.best
+
+    def answers_question(self, compared: Comparison) -> bool:
+        return (compared.reading.passage is not None and compared.on_point
+                and compared.reading.support > self.calibration.question_floor)
+
+    def refusal(self, compared: Comparison, floor: float, on_point: bool = True) -> str:
+        """"I never saw that" when the whole book answers, "I don't know" when nothing does."""
+        return REFUSAL if compared.book > floor and on_point else UNKNOWN
 
     def decide(self, question: Question, pool: Sequence[Mapping[str, Any]],
                anchored: Sequence[AnchoredScene]) -> OfflineDecision:
         cal = self.calibration
         detail: dict[str, Any] = {"reader": READER_VERSION, "calibration": cal.to_dict()}
         if question.options and question.answers:
-            reading = self.read_options(question, pool, anchored)
-            chosen = reading.support > cal.option_floor
-            fact = _fact_at(pool, reading.passage) if chosen else None
+            compared = self.compare_options(question, pool, anchored)
+            reading = compared.reading
+            letter = self.option_letter(compared)
+            fact = _fact_at(pool, reading.passage) if letter else None
             detail.update(options=question.options, best=reading.best, support=round(reading.support, 4),
-                          floor=cal.option_floor, letter=reading.best if chosen else question.refusal)
-            if chosen:
-                reply = f"({reading.best}) {question.options[reading.best]}. That much I know for myself."
+                          book=round(compared.book, 4), ratio=round(compared.ratio, 4),
+                          floor=cal.option_floor, ratio_floor=cal.ratio_floor, letter=letter or question.refusal)
+            if letter:
+                reply = f"({letter}) {question.options[letter]}. That much I know for myself."
                 return OfflineDecision(reply, [str(fact["fact_id"])] if fact else [], "option", detail)
-            if question.refusal:
-                reply = f"({question.refusal}) {question.options[question.refusal]} {REFUSAL}"
-            else:
-                reply = REFUSAL
+            why = self.refusal(compared, cal.option_floor)
+            reply = f"({question.refusal}) {question.options[question.refusal]} {why}" if question.refusal else why
             return OfflineDecision(reply, [], "refusal", detail)
-        where, share = self.read_question(question.text, pool)
-        detail.update(support=round(share, 4), floor=cal.question_floor,
+        compared = self.compare_question(question.text, pool)
+        where = compared.reading.passage
+        detail.update(support=round(compared.reading.support, 4), book=round(compared.book, 4),
+                      on_point=compared.on_point, floor=cal.question_floor,
                       fact=None if where is None else str(pool[where]["fact_id"]))
-        if where is None or share <= cal.question_floor:
-            return OfflineDecision(REFUSAL, [], "refusal", detail)
+        if not self.answers_question(compared) or where is None:
+            return OfflineDecision(self.refusal(compared, cal.question_floor, compared.book_on_point), [], "refusal",
+                                   detail)
         row = pool[where]
         return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
                                [str(row["fact_id"])], "extractive", detail)

@@ -29,12 +29,13 @@ passages that share a term with it.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reveriemem.core.text import FUNCTION_WORDS, tokens
+from reveriemem.core.text import FUNCTION_WORDS, fold, tokens
 
 # Least support at which `read_options` commits to an option by default; below it the reader
 # refuses. Low on purpose: one passage that states part of the question with the option is enough.
@@ -45,8 +46,14 @@ OFFLINE_FLOOR = 0.1
 
 
 def stem(word: str) -> str:
-    """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill"."""
-    word = word.removesuffix("'s").removesuffix("'")
+    """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill", and the
+    British and American spellings of a word ("colour"/"color", "realised"/"realized", "grey"/"gray")."""
+    return _spelling(_suffixes(word.removesuffix("'s").removesuffix("'")))
+
+
+def _suffixes(word: str) -> str:
+    if len(word) == 4 and word.endswith("ied"):
+        return word[:-1]  # "died" -> "die", "lied" -> "lie"
     for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "s" and word.endswith(("ss", "us", "is")):
@@ -60,13 +67,95 @@ def stem(word: str) -> str:
     return word
 
 
+_SPELLINGS = {"grey": "gray", "gaol": "jail", "connexion": "connection", "waggon": "wagon", "shew": "show",
+              "plough": "plow", "cheque": "check", "tyre": "tire", "whisky": "whiskey"}
+
+
+def _spelling(word: str) -> str:
+    """One spelling for the common British/American pairs: -our/-or, -ise/-ize, -yse/-yze, a few words."""
+    word = _SPELLINGS.get(word, word)
+    if len(word) >= 5 and word.endswith("our") and word not in ("flour", "scour", "devour", "detour"):
+        return word[:-3] + "or"
+    if len(word) >= 6 and word.endswith(("is", "ys")) and word[-3] not in "aeiou":
+        return word[:-1] + "z"  # "realis(ed)" -> "realiz", "analys(ed)" -> "analyz"
+    return word
+
+
+_UNIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+               "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen")
+_UNITS = {w: n for n, w in enumerate(_UNIT_WORDS)}
+_TENS = {w: 10 * n for n, w in enumerate(("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"),
+                                         start=2)}
+
+
+def fold_numbers(words: Sequence[str]) -> list[str]:
+    """Number words as digits, so "twenty-nine", "twenty nine" and "29" meet; "one" and "two" alone stay
+    words (they are mostly pronouns), and ordinals stay words ("second" is seldom a count)."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _TENS:
+            value, i = _TENS[word], i + 1
+            if i < len(words) and words[i] in _UNITS and 0 < _UNITS[words[i]] < 10:
+                value, i = value + _UNITS[words[i]], i + 1
+            out.append(str(value))
+            continue
+        if word in _UNITS and word not in ("one", "two", "zero"):
+            out.append(str(_UNITS[word]))
+        elif word in ("hundred", "thousand") and out and out[-1].isdigit():
+            out[-1] = str(int(out[-1]) * (100 if word == "hundred" else 1000))
+        else:
+            out.append(word)
+        i += 1
+    return out
+
+
 def terms(text: str) -> list[str]:
-    """Content terms of a text, stemmed, in order (repeats kept)."""
-    return [stem(t) for t in tokens(text) if len(t) > 1 and t not in FUNCTION_WORDS]
+    """Content terms of a text, stemmed, in order (repeats kept); number words read as digits."""
+    return [stem(t) for t in fold_numbers(tokens(text)) if len(t) > 1 and t not in FUNCTION_WORDS or t.isdigit()]
 
 
 def term_set(text: str) -> frozenset[str]:
     return frozenset(terms(text))
+
+
+class NameFolding:
+    """Every name of a person or thing read as one: "Mr. Holmes", "Sherlock" and "Holmes" all as
+    "Holmes", "the doctor" as "Livesey" when the character file says the doctor is Livesey.
+
+    `groups` are (canonical name, surface forms) pairs, from the character file (aliases and
+    descriptors) and the book's entity table; `apply` rewrites each form (whole words, any case,
+    longest first) to its canonical name, so a question that calls someone otherwise than the
+    book's sentence does still shares the name's term with it. A form claimed by two groups is
+    ambiguous and left as it is.
+    """
+
+    def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]):
+        owner: dict[str, str] = {}
+        clashes: set[str] = set()
+        for canonical, forms in groups:
+            for form in {canonical, *forms}:
+                key = " ".join(tokens(form))
+                if not key or key in FUNCTION_WORDS and " " not in key:
+                    continue
+                if key in owner and owner[key] != canonical:
+                    clashes.add(key)
+                owner.setdefault(key, canonical)
+        self.names = {k: v for k, v in owner.items() if k not in clashes and " ".join(tokens(v)) != k}
+        self.terms = frozenset().union(*(term_set(f) for f in owner))  # every name's terms
+        forms = sorted(self.names, key=lambda k: (-len(k), k))
+        self._pattern = (re.compile(r"(?<![a-z0-9])(?:" + "|".join(r"[^a-z0-9]+".join(map(re.escape, k.split())) for k in forms)
+                                    + r")(?![a-z0-9])") if forms else None)
+
+    def apply(self, text: str) -> str:
+        if self._pattern is None:
+            return text
+        folded = fold(text)
+        return self._pattern.sub(lambda m: self.names[" ".join(tokens(m.group()))], folded)
+
+
+NO_FOLDING = NameFolding(())
 
 
 class Rarity:

@@ -1,0 +1,113 @@
+"""Recall on paraphrase and refusal by comparison with the whole book: the offline reasoner
+(`reveriemem.inference.offline`) and its reader (`reveriemem.inference.offline_reader`), without a
+build. Each test is what a user would notice: a question calling someone otherwise than the book
+finds the fact; a question the book answers but the character cannot is refused as unseen; a
+free-form question is never answered with a line that only shares a name."""
+
+from __future__ import annotations
+
+from reveriemem.inference.offline import (
+    REFUSAL,
+    UNKNOWN,
+    BookEvidence,
+    OfflineReasoner,
+    ReaderCalibration,
+    parse_options,
+    quoted,
+)
+from reveriemem.inference.offline_reader import NameFolding, terms
+
+CAL = ReaderCalibration(option_floor=0.02, question_floor=0.3, ratio_floor=0.6, source="test")
+
+BOOK = [
+    "Dr. Livesey opened the seals of the packet with his penknife.",
+    "Israel Hands stooped as the squire fired, and the ball killed another man.",
+    "The captain died of a stroke in the parlour of the Admiral Benbow.",
+    '"Is that you, Jim?" said the captain shortly.',
+    "The number 28 was scrawled on the ceiling of the farmhouse.",
+    "Silver's wife has sold the Spy-glass and gone to meet him.",
+    "Care killed a cat.",
+]
+FOLDING = NameFolding([("Doctor Livesey", ["Livesey", "Dr. Livesey", "the doctor"]),
+                       ("Long John Silver", ["Silver", "Long John", "the cook", "Barbecue"]),
+                       ("Jim Hawkins", ["Jim", "Hawkins"])])
+
+
+def fact(i: int) -> dict[str, object]:
+    return {"fact_id": f"f{i}", "text": BOOK[i], "evidence": BOOK[i]}
+
+
+def reasoner(names: list[str]) -> OfflineReasoner:
+    return OfflineReasoner(BookEvidence(BOOK, FOLDING), CAL, names)
+
+
+def test_number_words_and_spellings_meet_the_books_form() -> None:
+    assert set(terms("twenty-eight")) == set(terms("28")) == {"28"}
+    assert terms("the twenty eight days") == terms("the 28 days")
+    assert terms("a grey colour") == terms("a gray color")
+    assert terms("he realised it") == terms("he realized it")
+
+
+def test_a_name_the_book_does_not_use_finds_the_fact_naming_the_character() -> None:
+    asked = parse_options("Jim, with what did the doctor break the packet's seals? "
+                          "A) a penknife B) his teeth C) a candle flame D) a cutlass E) I cannot answer.")
+    decision = reasoner(["Jim Hawkins", "Jim", "Hawkins"]).decide(asked, [fact(0), fact(2)], [])
+    assert decision.stop == "option" and decision.reply.startswith("(A)")
+    assert decision.used == ["f0"]
+
+
+def test_a_number_written_out_in_the_question_finds_the_digits_of_the_book() -> None:
+    asked = parse_options("What number was scrawled on the ceiling of the farmhouse? "
+                          "A) twelve B) twenty-eight C) four D) nine E) I cannot answer.")
+    decision = reasoner(["John Watson"]).decide(asked, [fact(4)], [])
+    assert decision.reply.startswith("(B)")
+
+
+def test_what_the_book_answers_and_the_character_cannot_is_refused_as_unseen() -> None:
+    asked = parse_options("Doctor, who sold the tavern and went to meet the cook? "
+                          "A) his wife B) Black Dog C) the squire D) Pew E) I cannot answer.")
+    decision = reasoner(["Doctor Livesey", "Livesey"]).decide(asked, [fact(0), fact(2)], [])
+    assert decision.stop == "refusal" and decision.used == []
+    assert decision.reply.startswith("(E)") and REFUSAL in decision.reply
+    assert "wife" not in decision.reply.replace(asked.options["E"], "")  # nothing outside the boundary is said
+
+
+def test_what_nothing_in_the_book_answers_is_refused_as_unknown() -> None:
+    asked = parse_options("Which cheese did the squire prefer? A) cheddar B) stilton C) brie D) gouda E) I cannot answer.")
+    decision = reasoner(["Doctor Livesey"]).decide(asked, [fact(0), fact(2), fact(3)], [])
+    assert decision.stop == "refusal" and UNKNOWN in decision.reply
+
+
+def test_a_free_form_answer_must_hold_what_is_asked_not_only_a_name() -> None:
+    who = reasoner(["Doctor Livesey", "Livesey"])
+    # "said the captain shortly." shares only "captain": the question asks who killed him
+    refused = who.decide(parse_options("Who killed the captain?"), [fact(3), fact(6), fact(0)], [])
+    assert refused.stop == "refusal" and refused.used == []
+    assert "shortly" not in refused.reply and "cat" not in refused.reply
+    answered = who.decide(parse_options("How did the captain die?"), [fact(2), fact(3)], [])
+    assert answered.stop == "extractive" and answered.used == ["f2"] and "stroke" in answered.reply
+
+
+def test_a_free_form_question_about_a_name_only_is_not_answered_beside_the_point() -> None:
+    decision = reasoner(["Jim Hawkins"]).decide(parse_options("What did Silver confess?"), [fact(5)], [])
+    assert decision.stop == "refusal" and decision.reply == UNKNOWN
+
+
+def test_quotes_are_not_doubled() -> None:
+    assert quoted('"Is that you, Jim?" said the captain shortly.') == '"Is that you, Jim?" said the captain shortly.'
+    assert quoted("“And he took pages out of the ledger?”") == '"And he took pages out of the ledger?"'
+    assert not quoted('"Yes," said he. "No."').startswith('""')
+
+
+def test_ask_refuses_rather_than_answer_beside_the_point_on_the_demo(built_demo) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from reveriemem_dagster.cli import main
+
+    result = CliRunner().invoke(main, ["ask", built_demo, "Tobin", "What did Osric confess?", "--lm", "none", "--json"])
+    assert result.exit_code == 0, result.output
+    reply = json.loads(result.output)
+    assert reply["trace"]["stop_reason"] == "refusal", reply["reply"]
+    assert "muster" not in reply["reply"] and reply["trace"]["used_facts"] == []
