@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import dspy
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from dspy_programs.inference import EmoGate, EmoTransition, MemoryFusion, SelectPattern, SelfProbe
 from reveriemem.core.characters import Character
 from reveriemem.core.embeddings import HashEmbedder
-from reveriemem.core.errors import ModelOutputError, StorageError
+from reveriemem.core.errors import ModelOutputError, ReverieMemError, StorageError
 from reveriemem.inference.emotion_track import (
     GATE_METHOD,
     TRANSITION_METHOD,
@@ -287,6 +288,19 @@ def test_calls_per_turn_with_an_exit_at_round_two(question, state, expected):
     if state is None and SelectPattern not in expected:  # the held pattern comes from the personality layer
         assert turn.trace.pattern_source == "initial" and turn.state.pattern is not None
         assert turn.state.pattern.pattern_id == turn.trace.pattern_candidates[0]
+
+
+def test_the_agent_is_one_dspy_module_whose_copies_share_its_tools():
+    agent, model, reader = agent_with(scripted(SelfProbe=_exit_at_two))
+    assert [name for name, _ in agent.named_predictors()] == ["self_probe", "select_pattern", "memory_fusion"]
+    copied = agent.deepcopy()  # as an optimizer copies its student: new predictors, the same reader and model
+    assert copied.tools is agent.tools and copied.memory_fusion is not agent.memory_fusion
+    prediction = copied(question="Where is the ledger?", character="Mara")
+    assert isinstance(prediction, dspy.Prediction) and prediction.reply == "I locked it in the strongbox myself."
+    assert prediction.trace.exit_round == 2 and prediction.trace.calls == len(model.calls) == 3
+    assert prediction.state.pattern is not None and reader.calls("vis_retrieve")
+    with pytest.raises(ReverieMemError, match="speaks as Mara Quell only"):
+        agent(question="Where is the ledger?", character="Osric")
 
 
 def test_a_single_candidate_pattern_needs_no_call():
