@@ -21,8 +21,8 @@ from eval.generate import generate_items
 from eval.methods.reveriemem import calibrate_reader
 from reveriemem.core.schemas import KBF_ITEMS, READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef, frame
-from reveriemem.inference.agent import ReverieAgent
 from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.module import ReverieInference
 from reveriemem.inference.offline import READER_VERSION
 from reveriemem.models import open_model
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
@@ -77,7 +77,7 @@ def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingMod
              if i.provenance.get("part") == "train"]
     store = MemoryStore.for_home()
     reader = MemoryReader(book.slug, character.slug, embedder.embedder(), store.uri)
-    agent = ReverieAgent(reader, open_model("none"), character)
+    agent = ReverieInference(reader, open_model("none"), character, compiled=False)
     calibration = calibrate_reader(agent, items, f"generated items of {book.slug} for {character.name}, train part",
                                    progress=context.log.info)
     row = {"book": book.slug, "character": character.slug, **calibration.to_dict()}

@@ -10,7 +10,8 @@ the demo (`reveriemem.core.demo.demo_gold()["items"]`) of its character through
 `reveriemem.inference.session.open_session(DEMO_SLUG, character, lm=...)`
 and `session.agent.respond(question)`. Every item is a first turn: the agent's
 state is cleared before it, so no emotional state or pattern carries over from
-another item (a first turn asks Pattern unless a single candidate is found).
+another item (a first turn holds the pattern closest to the recorded state and the
+question without a call, and asks Pattern only when the Emo-Gate fires).
 
 Prints the machine and the model, then per query the model calls (retries of
 unparseable output included; cached calls are not counted, the cache starts
@@ -28,7 +29,7 @@ handler writes well-formed outputs at once (Self-Probe probes with the question 
 Sufficient from round 2 when a fact was found; Pattern picks the first candidate, only when the
 agent asks; Memory-Fusion quotes the first fact), so the count measures the agent's control flow,
 not a model's parsing: it runs the 30 items in seconds. `--emotion-model` asks the model for Emo-Gate and Emo-Transition too
-(`ReverieAgent(..., emotion_model=True)`), for comparison.
+(`ReverieInference(..., emotion_model=True)`), for comparison.
 """
 
 from __future__ import annotations

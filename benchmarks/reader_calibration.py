@@ -31,8 +31,8 @@ def main() -> None:
     from reveriemem.core.embeddings import embedder_for_book
     from reveriemem.core.registry import load_book
     from reveriemem.core.storage import MemoryStore, PartitionRef
-    from reveriemem.inference.agent import ReverieAgent
     from reveriemem.inference.memory_reader import MemoryReader
+    from reveriemem.inference.module import ReverieInference
     from reveriemem.models import open_model
 
     book = load_book(args.book)
@@ -49,7 +49,7 @@ def main() -> None:
         started = time.perf_counter()
         items = [i for i in generate_items(book, character, facts, entities) if i.provenance.get("part") == "train"]
         reader = MemoryReader(book.slug, character.slug, embedder, store.uri)
-        agent = ReverieAgent(reader, open_model("none"), character)
+        agent = ReverieInference(reader, open_model("none"), character)
         calibration = calibrate_reader(agent, items, "benchmark")
         seconds = time.perf_counter() - started
         total += seconds

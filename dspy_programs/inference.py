@@ -1,6 +1,7 @@
 """The character agent's prompts as DSPy programs (paper: "Inference Pipeline").
 
-The paper's pipeline drives one reply of `reveriemem.inference.agent.ReverieAgent` with
+The paper's pipeline drives one reply of the agent module
+(`reveriemem.inference.module.ReverieInference`, whose predictors these are) with
 three prompts:
 
 - `SelfProbe`: the scene-guided detail reconstruction. Each round reads the
@@ -8,16 +9,17 @@ three prompts:
   thing to look up next; from the second round on the same call also says
   whether what has been found is already enough to answer.
 - `SelectPattern` (the paper's Pattern): a behavioural pattern chosen among a
-  few retrieved candidates, asked only when the emotional gate fired or no
-  pattern is held yet, and never for a single candidate.
+  few retrieved candidates, asked only when the emotional gate fired (a first
+  turn holds the closest pattern without asking), and never for a single
+  candidate.
 - `MemoryFusion`: the reply, in the first person, grounded only on the scene
   notes and the facts the retrieval admitted.
 
 Emo-Gate and Emo-Transition are operations of the personality track, not
-prompts: the agent decides them deterministically (`reveriemem.inference.agent.emotion_gate`
+prompts: the agent decides them deterministically (`reveriemem.inference.emotion_track.emotion_gate`
 and `emotion_transition`, from the lexicon annotator and the character's
 emotion-transition record). `EmoGate` and `EmoTransition` below are the
-optional model-based variants, used only with `ReverieAgent(...,
+optional model-based variants, used only with `ReverieInference(...,
 emotion_model=True)`: the gate says whether a turn stirs the character at
 all, and only then is a new emotional state proposed from the record.
 

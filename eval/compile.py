@@ -3,13 +3,14 @@
     outcome = compile_inference("the-lamplighters-ledger", "openai/gpt-4o-mini",
                                 train_items=train, heldout_items=heldout)
 
-The student is `AgentProgram`: the whole agent as one `dspy.Module` (one
-`ReverieAgent` per character, each over a `MemoryReader` with the embedder the
-memory was built with), whose `forward(character, question, options)` asks the
-character the rendered question and returns a `dspy.Prediction` with its
-`reply`. Its only predictors are those of its `InferencePrograms`
-(`programs.self_probe`, `programs.select_pattern`, `programs.memory_fusion`),
-so an optimizer compiles the three prompts together.
+The student is the agent users talk to: `reveriemem.inference.module.ReverieInference`
+over the book (`student`: a `BookMemory` opens one `MemoryReader` per character, with
+the embedder the memory was built with). Each example's inputs are the question as
+a user types it, options included (`eval.items.render_question`), and the character;
+`forward` returns a `dspy.Prediction` with the `reply`. Its only predictors are
+`self_probe`, `select_pattern` and `memory_fusion`, so an optimizer compiles the
+three prompts together, and the saved JSON loads into the same class for `ask`,
+`chat` and the eval (`reveriemem.inference.compiled`).
 
 The metric is `eval.metrics.weighted_metric(train)`: a reply is matched to a
 letter by `eval.matching`; while bootstrapping it is a pass or a fail, and
@@ -18,7 +19,7 @@ nor KR can be traded away for the other, as in KBF.
 
 How the run goes:
 
-1. the held-out items are answered with the plain programs ("before");
+1. the held-out items are answered with the plain module ("before");
 2. the optimizer compiles on the train items: `BootstrapFewShot` (demos only,
    at most `max_demos` per predictor) or, with `optimizer="mipro"` and optuna
    installed, `MIPROv2` (instructions and demos; without optuna it is skipped
@@ -28,8 +29,8 @@ How the run goes:
    it; the agent runs its personality track inline so every predictor call is
    traced in the calling thread. Labelled demos are not used (a KBF item is
    not an input of any one prompt);
-3. the compiled state is written to a candidate file, loaded back into fresh
-   programs, and the held-out items are answered again with them ("after");
+3. the compiled state is written atomically to a candidate file, loaded back into
+   a fresh module, and the held-out items are answered again with it ("after");
 4. the candidate replaces `out` atomically, and `<out stem>.compiled.json`
    beside it records the before/after scores (`compiled_block` reads it for a
    run's summary.json).
@@ -40,29 +41,32 @@ runner; an unreachable model stops the compilation and nothing is written.
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-from eval.items import LETTERS, KBFItem, render_question
+from eval.items import KBFItem, render_question
 from eval.metrics import Scores, is_correct, predicted_letter, score, weighted_metric
 from reveriemem.core.embeddings import Embedder, open_embedder
 from reveriemem.core.errors import ModelOutputError, ReverieMemError
 from reveriemem.core.registry import Book, load_book
-from reveriemem.inference.agent import ReverieAgent
-from reveriemem.inference.memory_reader import MemoryReader
-from reveriemem.inference.programs import DEFAULT_COMPILED, CompiledProgramError, InferencePrograms, compiled_path
+from reveriemem.inference.compiled import (
+    DEFAULT_COMPILED,
+    CompiledProgramError,
+    compiled_path,
+    demos_of,
+    save_compiled,
+)
+from reveriemem.inference.module import BookMemory, ReverieInference
 from reveriemem.models import ModelHandle, open_model
 
 log = logging.getLogger(__name__)
@@ -88,80 +92,21 @@ Progress = Callable[[str], None]
 # -- the agent as a DSPy program ---------------------------------------------------
 
 
-@dataclass
-class _Shared:
-    """What every copy of an AgentProgram shares (DSPy deep-copies programs; readers and models must not be)."""
+def student(book: Book, handle: ModelHandle, embedder: Embedder, *, uri: str | None = None, max_rounds: int = 3,
+            compiled: bool | str | Path = False, memory: BookMemory | None = None) -> ReverieInference:
+    """The agent users talk to, answering as any character of `book`: what is compiled and scored.
 
-    book: Book
-    embedder: Embedder
-    uri: str | None
-    max_rounds: int
-    readers: dict[str, MemoryReader] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def reader(self, slug: str) -> MemoryReader:
-        with self.lock:
-            if slug not in self.readers:
-                self.readers[slug] = MemoryReader(self.book.slug, slug, self.embedder, self.uri)
-            return self.readers[slug]
-
-
-class AgentProgram(dspy.Module):
-    """ReverieMem's agent answering KBF-QA items, as one DSPy program (see the module docstring)."""
-
-    def __init__(self, book: Book, handle: ModelHandle, embedder: Embedder, programs: InferencePrograms | None = None,
-                 *, uri: str | None = None, max_rounds: int = 3, shared: _Shared | None = None) -> None:
-        super().__init__()
-        self.programs = programs if programs is not None else InferencePrograms()
-        self._handle = handle
-        self._shared = shared if shared is not None else _Shared(book, embedder, uri, max_rounds)
-        self._agents: dict[str, ReverieAgent] = {}
-
-    def sibling(self, programs: InferencePrograms, handle: ModelHandle | None = None) -> AgentProgram:
-        """Another program over the same readers, with other programs (and model handle)."""
-        shared = self._shared
-        return AgentProgram(shared.book, handle or self._handle, shared.embedder, programs, shared=shared)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> AgentProgram:
-        # only the programs are copied: the model handle and the readers are shared, agents rebuilt
-        new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.programs = copy.deepcopy(self.programs, memo)
-        new.history = []
-        new.callbacks = list(self.callbacks)
-        new._agents = {}
-        return new
-
-    def _agent(self, name: str) -> ReverieAgent:
-        shared = self._shared
-        character = shared.book.character(name)
-        if character.slug not in self._agents:
-            self._agents[character.slug] = ReverieAgent(
-                shared.reader(character.slug), self._handle, character, max_rounds=shared.max_rounds,
-                programs=self.programs, inline_personality=True)
-        return self._agents[character.slug]
-
-    def forward(self, character: str, question: str, options: dict[str, str]) -> dspy.Prediction:
-        agent = self._agent(character)
-        agent.state = None  # every item is a fresh conversation
-        try:
-            turn = agent.respond(_render(character, question, options))
-        except ModelOutputError as exc:  # Memory-Fusion never parsed: a wrong answer, as in the runner
-            return dspy.Prediction(reply="", method=agent.method, error=str(exc))
-        return dspy.Prediction(reply=turn.reply, method=turn.trace.method, error="")
-
-
-def _render(character: str, question: str, options: dict[str, str]) -> str:
-    item = KBFItem(id="", book="", character=character, split="KRf", question=question,
-                   options={letter: str(options[letter]) for letter in LETTERS}, gold="A")
-    return render_question(item)
+    The personality track runs inline, so every predictor call is traced in the calling thread."""
+    return ReverieInference(memory or BookMemory(book, embedder, uri), handle, max_rounds=max_rounds,
+                            compiled=compiled, inline_personality=True)
 
 
 def to_example(item: KBFItem) -> dspy.Example:
-    """A KBF item as a DSPy example: inputs character, question and options; split and gold for the metric."""
+    """A KBF item as a DSPy example: inputs the question as a user types it (options included) and the
+    character; split, options and gold for the metric."""
     return dspy.Example(id=item.id, book=item.book, character=item.character, split=item.split,
-                        question=item.question, options=dict(item.options), gold=item.gold
-                        ).with_inputs("character", "question", "options")
+                        question=render_question(item), options=dict(item.options), gold=item.gold,
+                        item_question=item.question).with_inputs("question", "character")
 
 
 # -- evaluation ----------------------------------------------------------------------
@@ -178,16 +123,19 @@ class Evaluation:
         return {**self.scores.to_dict(), "model": model, "errors": self.errors, "seconds": round(self.seconds, 1)}
 
 
-def evaluate(program: AgentProgram, examples: Sequence[dspy.Example], progress: Progress | None = None,
+def evaluate(program: ReverieInference, examples: Sequence[dspy.Example], progress: Progress | None = None,
              label: str = "") -> Evaluation:
-    """Answer every example in turn; KRf/KR accuracy and KBF of the replies (`eval.metrics.score`)."""
+    """Answer every example in turn, each a fresh conversation; KRf/KR accuracy and KBF of the replies
+    (`eval.metrics.score`). A Memory-Fusion output that never parses is a wrong answer, as in the runner."""
     started = time.perf_counter()
     results: list[tuple[str, bool]] = []
     letters: dict[str, str | None] = {}
     errors = 0
     for n, example in enumerate(examples, start=1):
-        prediction = program(**example.inputs())
-        errors += bool(prediction.get("error"))
+        try:
+            prediction = program(**example.inputs())
+        except ModelOutputError:
+            prediction, errors = dspy.Prediction(reply=""), errors + 1
         letters[str(example.id)] = predicted_letter(example, prediction)
         results.append((str(example.split), is_correct(example, prediction)))
         if progress is not None:
@@ -203,7 +151,7 @@ class CompileOutcome:
     program: Path  # the compiled program's JSON
     summary: Path  # <stem>.compiled.json beside it
     block: dict[str, Any]  # summary.json's "compiled" block
-    programs: InferencePrograms  # as loaded back from `program`
+    agent: ReverieInference  # the compiled module as loaded back from `program`
 
 
 def summary_path(program: Path) -> Path:
@@ -256,12 +204,15 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
         note = "MIPROv2 skipped: optuna is not installed; compiled with BootstrapFewShot"
         say(note)
         optimizer = "bootstrap"
-    plain = AgentProgram(book, handle, embedder, InferencePrograms(), uri=uri, max_rounds=max_rounds)
+    memory = BookMemory(book, embedder, uri)
+    plain = student(book, handle, embedder, max_rounds=max_rounds, memory=memory)
     before = evaluate(plain, heldout, say, "before")
     say(f"before: {_line(before.scores)}")
 
-    # the teacher's calls must run their predictors to be traced: no persistent cache while compiling
-    student = plain.sibling(InferencePrograms(), replace(handle, cache=False))
+    # the teacher's calls must run their predictors to be traced: no persistent cache while compiling;
+    # a reply that never parses fails its item (an error per train item is allowed)
+    learner = student(book, replace(handle, cache=False), embedder, max_rounds=max_rounds, memory=memory)
+    allowed = len(train) + 1
     metric = weighted_metric(train)
     started = time.perf_counter()
     overrides: dict[str, Any] = {"lm": handle.lm}
@@ -271,24 +222,23 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
         if optimizer == "mipro":
             teleprompter: Any = dspy.MIPROv2(metric=metric, auto=None, num_candidates=MIPRO_CANDIDATES,
                                              max_bootstrapped_demos=max_demos, max_labeled_demos=0, num_threads=1,
-                                             max_errors=1, verbose=False)
-            compiled = teleprompter.compile(student, trainset=train, num_trials=MIPRO_TRIALS, minibatch=False)
+                                             max_errors=allowed, verbose=False)
+            compiled = teleprompter.compile(learner, trainset=train, num_trials=MIPRO_TRIALS, minibatch=False)
         else:
             teleprompter = dspy.BootstrapFewShot(metric=metric, max_bootstrapped_demos=max_demos,
-                                                 max_labeled_demos=0, max_rounds=1, max_errors=1)
-            compiled = teleprompter.compile(student, trainset=train)
+                                                 max_labeled_demos=0, max_rounds=1, max_errors=allowed)
+            compiled = teleprompter.compile(learner, trainset=train)
     compile_seconds = time.perf_counter() - started
-    programs: InferencePrograms = compiled.programs
-    say(f"compiled with {OPTIMIZERS[optimizer]} in {compile_seconds:.0f}s: demos {programs.demos}")
+    say(f"compiled with {OPTIMIZERS[optimizer]} in {compile_seconds:.0f}s: demos {demos_of(compiled)}")
 
     out = out.expanduser().resolve()
     candidate = out.with_name(f".{out.stem}.candidate.json")
     about = {"optimizer": OPTIMIZERS[optimizer], "model": model, "book": book.slug, "train": len(train),
              "max_demos": max_demos, "created": datetime.now(UTC).isoformat(timespec="seconds")}
     try:
-        programs.save_compiled(candidate, **about)
-        loaded = InferencePrograms.from_file(candidate)
-        after = evaluate(plain.sibling(loaded), heldout, say, "after")
+        save_compiled(compiled, candidate, **about)
+        loaded = student(book, handle, embedder, max_rounds=max_rounds, memory=memory, compiled=candidate)
+        after = evaluate(loaded, heldout, say, "after")
         say(f"after: {_line(after.scores)}")
         os.replace(candidate, out)
     finally:
@@ -300,7 +250,7 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
     block = {
         "before": {METHOD: before.entry(model)}, "after": {METHOD: after.entry(model)}, "split": SPLIT,
         "optimizer": OPTIMIZERS[optimizer], "model": model, "train": len(train), "heldout": len(heldout),
-        "program": _shown(out), "max_demos": max_demos, "demos": loaded.demos, "note": note,
+        "program": _shown(out), "max_demos": max_demos, "demos": demos_of(loaded), "note": note,
         "created": about["created"], "book": book.slug, "compile_seconds": round(compile_seconds, 1),
         "answers": {"gold": {str(e.id): str(e.gold) for e in heldout}, "before": before.letters,
                     "after": after.letters},
@@ -345,7 +295,7 @@ def compiled_block(path: Path, model: str | None = None) -> dict[str, Any] | Non
     `path` is a run folder (its `compiled.json`, when present, wins), a compiled
     program (its `<stem>.compiled.json`) or such a summary itself. For a run
     folder without one, the summary beside the compiled program the agent
-    loads (`reveriemem.inference.programs.compiled_path()`) is used, unless `model` is
+    loads (`reveriemem.inference.compiled.compiled_path()`) is used, unless `model` is
     "none" (the agent then calls no prompt)."""
     path = Path(path)
     candidates: list[Path] = []
@@ -372,5 +322,5 @@ def compiled_block(path: Path, model: str | None = None) -> dict[str, Any] | Non
     return None
 
 
-__all__ = ["DEFAULT_COMPILED", "AgentProgram", "CompileError", "CompileOutcome", "compile_inference",
+__all__ = ["DEFAULT_COMPILED", "student", "CompileError", "CompileOutcome", "compile_inference",
            "compiled_block", "evaluate", "summary_path", "to_example"]

@@ -187,7 +187,8 @@ def _clean(value: Any) -> Any:
 
 
 def example_item(example: Any) -> KBFItem:
-    """A KBF item from a DSPy example (or any object) carrying question, options, gold and split."""
+    """A KBF item from a DSPy example (or any object) carrying question, options, gold and split; an example
+    whose `question` is rendered with its options (`eval.compile.to_example`) keeps the bare one as `item_question`."""
     options = _field(example, "options")
     if isinstance(options, Sequence) and not isinstance(options, str):
         options = dict(zip(LETTERS, options))
@@ -195,7 +196,7 @@ def example_item(example: Any) -> KBFItem:
         raise ValueError("the example's options must be a mapping of A-E to texts (or a list of five).")
     return KBFItem(id=str(_field(example, "id", "")), book=str(_field(example, "book", "")),
                    character=str(_field(example, "character", "")), split=str(_field(example, "split")),
-                   question=str(_field(example, "question")), options={str(k): str(v) for k, v in options.items()},
+                   question=str(_field(example, "item_question", None) or _field(example, "question")), options={str(k): str(v) for k, v in options.items()},
                    gold=str(_field(example, "gold")).strip().upper())
 
 

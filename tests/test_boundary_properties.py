@@ -21,7 +21,7 @@ from reveriemem.core.registry import load_book
 from reveriemem.core.settings import lancedb_uri
 from reveriemem.core.storage import LanceStore, PartitionRef
 from reveriemem.core.text import normalise_space
-from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.module import ReverieInference
 from reveriemem.inference.session import open_session
 from reveriemem.inference.turn_text import numbered_facts
 from reveriemem.models import open_model
@@ -153,7 +153,7 @@ def test_the_whole_fusion_prompt_holds_only_visible_facts_and_own_notes(built_de
     probes = [f["text"] for f in hidden[:40]] or ["everything"]
     model = probing_model(data.draw(st.permutations(probes)))
     session = open_session(book.slug, character.name, lm="none")
-    agent = ReverieAgent(session.agent.reader, model.handle(), character, backoff=0.0)
+    agent = ReverieInference(session.agent.reader, model.handle(), character, backoff=0.0)
     agent.respond(question, history=[("Someone", HOSTILE[0])])
     [call] = fusion_calls(model)
     shown_facts = {_fact_shown(f) for f in visible}

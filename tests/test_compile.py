@@ -1,5 +1,5 @@
-"""Compiling the agent's prompts (eval/compile.py) with a scripted model on the demo story, and how the
-agent loads a compiled program (reveriemem.inference.programs.InferencePrograms)."""
+"""Compiling the agent module (eval/compile.py) with a scripted model on the demo story, and how the same
+module (reveriemem.inference.module.ReverieInference) loads the saved program for `ask` and the eval."""
 
 from __future__ import annotations
 
@@ -16,15 +16,16 @@ from click.testing import CliRunner
 
 from dspy_programs.inference import MemoryFusion, SelectPattern, SelfProbe, memory_fusion_program
 from eval.compile import compile_inference, compiled_block, summary_path
-from eval.items import KBFItem
+from eval.items import KBFItem, render_question
+from eval.matching import matched_letter
 from eval.runner import RunSpec, load_items, select_items
 from reveriemem.core.demo import DEMO_SLUG
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.registry import load_book
-from reveriemem.inference import programs as programs_module
-from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference import compiled as compiled_module
+from reveriemem.inference.compiled import COMPILED_ENV, CompiledProgramError, save_compiled
 from reveriemem.inference.memory_reader import MemoryReader
-from reveriemem.inference.programs import COMPILED_ENV, CompiledProgramError, InferencePrograms
+from reveriemem.inference.module import ReverieInference
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem.models.cache import cache_key
 from reveriemem_dagster.cli import main
@@ -68,11 +69,11 @@ def _fake(items: list[KBFItem], train: list[KBFItem], name: str = "fake") -> Dem
     return DemoAwareFake(handler, name=name)
 
 
-def _agent(name: str = "Mara", **kwargs: Any) -> ReverieAgent:
+def _agent(name: str = "Mara", **kwargs: Any) -> ReverieInference:
     book = load_book(DEMO_SLUG)
     character = book.character(name)
     reader = MemoryReader(DEMO_SLUG, character.slug, HashEmbedder())
-    return ReverieAgent(reader, kwargs.pop("handle"), character, **kwargs)
+    return ReverieInference(reader, kwargs.pop("handle"), character, **kwargs)
 
 
 def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Path, monkeypatch) -> None:
@@ -83,9 +84,10 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
                                 embedder="hash", max_demos=2)
 
     state = json.loads(out.read_text())
-    for name in ("self_probe", "select_pattern", "memory_fusion"):
-        assert state[name]["demos"], name  # each bootstrapped trace gives every predictor one demo
+    for name in ("self_probe", "memory_fusion"):
+        assert state[name]["demos"], name  # each bootstrapped trace gives both predictors one demo
         assert len(state[name]["demos"]) <= 2
+    assert len(state["select_pattern"]["demos"]) <= 2  # Pattern is asked only when the Emo-Gate fires
     assert state["reveriemem"]["optimizer"] == "BootstrapFewShot" and state["reveriemem"]["model"] == "fake"
     assert not list(out.parent.glob(".*"))  # no candidate or temporary file is left behind
 
@@ -102,7 +104,7 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
     # a new agent loads the file named by REVERIEMEM_COMPILED: its predictors hold the demos
     monkeypatch.setenv(COMPILED_ENV, str(out))
     agent = _agent(handle=fake.handle())
-    assert agent.programs.demos == state["reveriemem"]["demos"] and agent.programs.compiled == out
+    assert agent.demos == state["reveriemem"]["demos"] and agent.compiled == out
     turn = agent.respond("Which cask did you fill the Horn Lamp from?")
     assert turn.trace.method == "model:fake+compiled:inference.json" and turn.trace.compiled == str(out)
     assert turn.to_dict()["trace"]["compiled"] == str(out)
@@ -113,13 +115,13 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
     monkeypatch.setenv(COMPILED_ENV, str(tmp_path / "missing.json"))
     with pytest.raises(CompiledProgramError, match="not a file"):
         _agent(handle=fake.handle())
-    assert _agent(handle=fake.handle(), programs=InferencePrograms()).method == "model:fake"
+    assert _agent(handle=fake.handle(), compiled=False).method == "model:fake"
 
     # by default the agent loads dspy_programs/compiled/inference.json only when it exists
     monkeypatch.delenv(COMPILED_ENV)
-    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", out)
+    monkeypatch.setattr(compiled_module, "DEFAULT_COMPILED", out)
     assert _agent(handle=fake.handle()).method == "model:fake+compiled:inference.json"
-    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", tmp_path / "absent.json")
+    monkeypatch.setattr(compiled_module, "DEFAULT_COMPILED", tmp_path / "absent.json")
     assert _agent(handle=fake.handle()).method == "model:fake"
 
     # a run's summary.json takes the block from the run folder, else from beside the program the agent loads
@@ -130,50 +132,85 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
     assert compiled_block(run) == block and compiled_block(run, model="none") is None
 
 
+def test_ask_serves_the_saved_program_and_its_demos_reach_memory_fusion(built_demo, tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    """`reveriemem compile` saves the module; `reveriemem ask` loads it into the same class and answers with it."""
+    items, train, heldout = _items()
+    fake = _fake(items, train, name="served")
+    out = tmp_path / "served.json"
+    compile_inference(DEMO_SLUG, fake.handle(), train_items=train, heldout_items=heldout, out=out, embedder="hash")
+    demos = json.loads(out.read_text())["memory_fusion"]["demos"]
+    assert demos
+    item = heldout[0]
+    ask = ["ask", DEMO_SLUG, item.character, render_question(item), "--lm", "fake:served", "--json"]
+    register_fake("served", fake)
+    try:
+        monkeypatch.setenv(COMPILED_ENV, "none")
+        plain = CliRunner().invoke(main, ask)
+        monkeypatch.setenv(COMPILED_ENV, str(out))
+        before = len(fake.calls)
+        served = CliRunner().invoke(main, ask)
+    finally:
+        unregister_fake("served")
+    assert plain.exit_code == 0 and served.exit_code == 0, plain.output + served.output
+    plain_turn, served_turn = json.loads(plain.stdout), json.loads(served.stdout)
+    # the fake answers a held-out item right only when its prompt carries demos: the user sees another answer
+    assert matched_letter(plain_turn["reply"], item) != item.gold
+    assert matched_letter(served_turn["reply"], item) == item.gold
+    assert plain_turn["method"] == "model:served"
+    assert served_turn["method"] == "model:served+compiled:served.json"
+    assert served_turn["trace"]["compiled"] == str(out.resolve())
+    fusion = [c for c in fake.calls[before:] if c.signature is MemoryFusion]
+    prompt = "\n".join(text for _, text in fusion[-1].messages)
+    assert any(str(d["question"]).splitlines()[0] in prompt for d in demos)  # a saved demo, in the prompt
+
+
 def test_a_stale_compiled_file_is_never_loaded(built_demo, tmp_path: Path, monkeypatch, caplog) -> None:
-    programs = InferencePrograms()
-    programs.memory_fusion.demos = [dspy.Example(question="q", reply="r")]
-    path = programs.save_compiled(tmp_path / "inference.json")
-    assert InferencePrograms.from_file(path).demos["memory_fusion"] == 1
+    handle = FakeModel().handle()
+    agent = _agent(handle=handle, compiled=False)
+    agent.memory_fusion.demos = [dspy.Example(question="q", reply="r")]
+    path = save_compiled(agent, tmp_path / "inference.json")
+    assert _agent(handle=handle, compiled=path).demos["memory_fusion"] == 1
     state = json.loads(path.read_text())
     state["reveriemem"]["signatures"] = "made-for-old-prompts"
     path.write_text(json.dumps(state))
     with pytest.raises(CompiledProgramError, match="other prompts"):
-        InferencePrograms.from_file(path)
-    monkeypatch.setattr(programs_module, "DEFAULT_COMPILED", path)
-    with caplog.at_level(logging.WARNING, logger="reveriemem.inference.programs"):
-        assert programs_module.default_programs().compiled is None  # the default file is skipped, with a warning
+        _agent(handle=handle, compiled=path)
+    monkeypatch.setattr(compiled_module, "DEFAULT_COMPILED", path)
+    with caplog.at_level(logging.WARNING, logger="reveriemem.inference.compiled"):
+        skipped = _agent(handle=handle)  # the default file is skipped, with a warning
+    assert skipped.compiled is None and skipped.demos["memory_fusion"] == 0
     assert "other prompts" in caplog.text
     monkeypatch.setenv(COMPILED_ENV, str(path))
     with pytest.raises(CompiledProgramError):  # a file asked for by name is an error
-        programs_module.default_programs()
+        _agent(handle=handle)
 
 
 def test_demos_change_the_cache_key_and_plain_programs_keep_it() -> None:
     handle = FakeModel().handle()
     inputs = {"character": "Mara", "question": "q", "history": [], "scene_memory": [], "facts": [], "pattern": "",
               "pattern_excerpts": [], "emotion_state": "neutral"}
-    plain = InferencePrograms()
-    assert cache_key(handle, plain.memory_fusion, inputs) == cache_key(handle, dspy.Predict(
+    plain = memory_fusion_program()
+    assert cache_key(handle, plain, inputs) == cache_key(handle, dspy.Predict(
         memory_fusion_program().signature), inputs)  # answers cached before this change stay valid
-    compiled = InferencePrograms()
-    compiled.memory_fusion.demos = [dspy.Example(question="q", reply="r")]
-    assert cache_key(handle, compiled.memory_fusion, inputs) != cache_key(handle, plain.memory_fusion, inputs)
+    compiled = memory_fusion_program()
+    compiled.demos = [dspy.Example(question="q", reply="r")]
+    assert cache_key(handle, compiled, inputs) != cache_key(handle, plain, inputs)
 
 
 def test_dspy_traces_both_tracks_but_not_persistent_cache_hits(built_demo) -> None:
     items, train, _ = _items()
     fake = _fake(items, train)
-    question = "Which cask did you fill the Horn Lamp from?"
+    question = "How dare you! Which cask did you fill the Horn Lamp from?"  # the Emo-Gate fires: Pattern is asked
     for inline in (False, True):  # the worker thread inherits the caller's DSPy context
-        agent = _agent(handle=fake.handle(), inline_personality=inline, programs=InferencePrograms())
+        agent = _agent(handle=fake.handle(), inline_personality=inline, compiled=False)
         with dspy.context(trace=[]):
             turn = agent.respond(question)
             traced = {id(p) for p, _, _ in dspy.settings.trace}
         assert turn.trace.pattern_source == "selected"
-        assert traced == {id(p) for _, p in agent.programs.named_predictors()}, inline
+        assert traced == {id(p) for _, p in agent.named_predictors()}, inline
     # a call answered from the persistent model cache never runs its predictor: compiling turns that cache off
-    cached = _agent(handle=fake.handle(cache=True), programs=InferencePrograms())
+    cached = _agent(handle=fake.handle(cache=True), compiled=False)
     cached.respond(question)
     cached.state = None
     with dspy.context(trace=[]):
@@ -206,7 +243,7 @@ def test_mipro_compiles_when_optuna_is_installed_and_is_skipped_without_it(built
         outcome = compile_inference(DEMO_SLUG, _fake(items, train).handle(), train_items=train, heldout_items=heldout,
                                     out=out, embedder="hash", optimizer="mipro")
         assert outcome.block["optimizer"] == "MIPROv2" and not outcome.block["note"]
-        assert InferencePrograms.from_file(out).compiled == out.resolve()
+        assert _agent(handle=FakeModel().handle(), compiled=out).compiled == out.resolve()
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "optuna" else find_spec(name, *a))
     outcome = compile_inference(DEMO_SLUG, _fake(items, train).handle(), train_items=train, heldout_items=heldout,

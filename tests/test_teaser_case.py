@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from reveriemem.core.registry import load_book
-from reveriemem.inference.agent import ReverieAgent
+from reveriemem.inference.module import ReverieInference
 from reveriemem.inference.offline import REFUSALS
 from reveriemem.inference.session import open_session
 from tests.conftest import SHARED_BOOKS
@@ -76,7 +76,7 @@ def test_no_memory_fusion_prompt_for_lestrade_holds_the_baker_street_breakfast(s
     assert len(only_there) > 1000  # the breakfast is long and its words are its own
     for question in (QUESTION, *PROBES):
         model = probing_model(PROBES)
-        agent = ReverieAgent(session.agent.reader, model.handle(), session.character, backoff=0.0)
+        agent = ReverieInference(session.agent.reader, model.handle(), session.character, backoff=0.0)
         turn = agent.respond(question)
         [call] = fusion_calls(model)
         held = shingles(fusion_prompt(call, question)) & only_there

@@ -1,9 +1,10 @@
 """ReverieMem and its layer ablations as KBF-QA methods: the agent users talk to, asked as users ask.
 
-The agent (`reveriemem.inference.agent.ReverieAgent` over a `MemoryReader` of the item's
-character) is asked the item's question with its five options, as text
-(`eval.items.render_question`), exactly as `reveriemem ask BOOK CHARACTER "..."` would ask it;
-its reply is matched to a letter by `eval.matching`. With a model, Memory-Fusion writes the
+The method is one `reveriemem.inference.module.ReverieInference` over the book (its memory tool
+opens a `MemoryReader` per character, once), the module `reveriemem ask`, `chat` and
+`reveriemem compile` use. Each item is a fresh conversation: the item's question with its five
+options, as text (`eval.items.render_question`), exactly as `reveriemem ask BOOK CHARACTER "..."`
+would ask it; its reply is matched to a letter by `eval.matching`. With a model, Memory-Fusion writes the
 reply. Without one, the agent's offline reasoner decides (`reveriemem.inference.offline`): it
 probes with the question and with the question read with each option, reads its bounded pool
 and its own scene notes, and names the best-supported option or refuses below the floor
@@ -14,7 +15,7 @@ character (never on items being judged) it sets the option floor to the highest 
 option decisions and the question floor to the highest KBF of free-form answers (a KRf answer
 counts when the quoted fact is the item's fact or states its gold option).
 
-Ablations drop one layer (`layers` of the agent): `reveriemem-no-episodic` (no Anchor),
+Ablations drop one layer (`layers` of the same module): `reveriemem-no-episodic` (no Anchor),
 `reveriemem-no-semantic` (no Vis-Retrieve: no fact pool), `reveriemem-no-personality` (no
 Emo-Gate, Emo-Transition or Pattern).
 """
@@ -31,8 +32,7 @@ import numpy as np
 from eval.items import ANSWER_LETTERS, REFUSAL_LETTER, KBFItem, render_question
 from eval.methods.base import Answer, MethodContext
 from eval.metrics import score as scores
-from reveriemem.inference.agent import LAYERS, ReverieAgent
-from reveriemem.inference.memory_reader import MemoryReader
+from reveriemem.inference.module import LAYERS, BookMemory, ReverieInference
 from reveriemem.inference.offline import DEFAULT_CALIBRATION, READER_VERSION, ReaderCalibration
 from reveriemem.inference.offline_reader import term_set
 
@@ -53,34 +53,24 @@ class ReverieMemMethod:
             raise ValueError(f"Unknown ReverieMem variant {name!r}.")
         self.ctx = ctx
         self.name = name
-        self.layers = VARIANTS[name]
-        self.max_rounds = max_rounds
-        self._agents: dict[str, ReverieAgent] = {}
+        self.agent = ReverieInference(BookMemory(ctx.book, ctx.embedder, ctx.uri), ctx.handle, max_rounds=max_rounds,
+                                      layers=VARIANTS[name])
 
     def prepare(self) -> None:
         pass
 
-    def _agent(self, name: str) -> ReverieAgent:
-        character = self.ctx.book.character(name)
-        if character.slug not in self._agents:
-            reader = MemoryReader(self.ctx.book.slug, character.slug, self.ctx.embedder, self.ctx.uri)
-            self._agents[character.slug] = ReverieAgent(reader, self.ctx.handle, character,
-                                                        max_rounds=self.max_rounds, layers=self.layers)
-        return self._agents[character.slug]
-
     def answer(self, item: KBFItem) -> Answer:
         started = time.perf_counter()
-        agent = self._agent(item.character)
-        agent.state = None  # every item is a fresh conversation
-        turn = agent.respond(render_question(item))
-        trace = turn.trace
+        # every item is a fresh conversation (no state carried)
+        prediction = self.agent(question=render_question(item), character=item.character)
+        trace = prediction.trace
         totals = trace.totals()
         detail: dict[str, Any] = {"facts": [f.fact_id for f in trace.facts], "scenes": [s.scene_id for s in trace.anchored],
                                   "exit_round": trace.exit_round, "stop": trace.stop_reason, "variant": trace.method}
         if trace.offline:
             detail.update({k: trace.offline.get(k) for k in ("best", "support", "book", "ratio", "floor", "ratio_floor")},
                           floor_source=trace.offline["calibration"]["source"])
-        return Answer(reply=turn.reply, calls=int(totals.get("calls", 0)),
+        return Answer(reply=prediction.reply, calls=int(totals.get("calls", 0)),
                       prompt_tokens=int(totals.get("prompt_tokens", 0)),
                       completion_tokens=int(totals.get("completion_tokens", 0)), detail=detail,
                       seconds=time.perf_counter() - started)
@@ -108,7 +98,7 @@ class TrainReading:
         return self.best
 
 
-def read_train_item(agent: ReverieAgent, item: KBFItem) -> TrainReading:
+def read_train_item(agent: ReverieInference, item: KBFItem) -> TrainReading:
     """How the agent's offline reasoner reads one train item, asked with options and asked free-form.
 
     One turn: the question with its options is asked as a user would; the free-form reading is that
@@ -130,7 +120,7 @@ def read_train_item(agent: ReverieAgent, item: KBFItem) -> TrainReading:
                         float(offline.get("book") or 0.0), share if compared.on_point else 0.0, on_point)
 
 
-def calibrate_reader(agent: ReverieAgent, items: Sequence[KBFItem], source: str,
+def calibrate_reader(agent: ReverieInference, items: Sequence[KBFItem], source: str,
                      progress: Callable[[str], None] = lambda message: None) -> ReaderCalibration:
     """The floors with the highest KBF on `items` (ties: the lower floor): the book floor and ratio floor of
     option decisions, and the question floor of free-form answers. At most `MAX_TRAIN` items are read,

@@ -6,8 +6,11 @@ choose among the behavioural patterns retrieved for that state and the conversat
 does not fire the gate keeps the previous state and pattern (emotional inertia). By default
 Emo-Gate and Emo-Transition are the deterministic ones of `reveriemem.inference.emotion_track`;
 `emotion_model=True` asks the model instead (the `EmoGate` and `EmoTransition` signatures).
-Pattern asks the model only when the gate fired or there is no pattern yet, and not when a
-single candidate is retrieved; without a model it takes the candidate closest by embedding.
+A first turn holds no pattern yet: it takes, without a model call, the pattern of the Personality
+layer closest by embedding to the recorded state, the conversation and the turn (`initial`). Pattern
+asks the model only when the gate fires (and not when a single candidate is retrieved); without a
+model it takes the candidate closest by embedding. Emo-Gate and Emo-Transition are handed in as
+callables (`gate`, `transition`; default: the deterministic ones).
 
 Every step degrades rather than fails: a model Emo-Gate whose output never parses counts as not
 firing, a model Emo-Transition keeps the previous emotion, Pattern takes the candidate closest by
@@ -18,6 +21,7 @@ turn. The agent runs this track in a worker thread beside the reasoning chain.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +34,7 @@ from reveriemem.inference.emotion_track import (
     TRANSITION_LINES,
     TRANSITION_METHOD,
     AgentState,
+    GateVerdict,
     PatternChoice,
     clamp_intensity,
     emotion_gate,
@@ -74,6 +79,8 @@ class PersonalityTrack:
     pattern_k: int
     backoff: float
     emotion_model: bool
+    gate: Callable[..., GateVerdict] = emotion_gate  # the deterministic Emo-Gate
+    transition: Callable[..., Any] = emotion_transition  # the deterministic Emo-Transition
 
     @property
     def model_method(self) -> str:
@@ -95,21 +102,14 @@ class PersonalityTrack:
             state = state_from_record(record)
             emotion_source = "record" if record else "default"
         with run.step("emo_gate", "personality", GATE_METHOD):
-            gate = emotion_gate(question, record, [self.character.name, *self.character.aliases])
+            gate = self.gate(question, record, [self.character.name, *self.character.aliases])
         new, method, steps = state, "", []
         if gate.fires:
             with run.step("emo_transition", "personality", TRANSITION_METHOD):
-                proposal = emotion_transition(state, gate, record)
+                proposal = self.transition(state, gate, record)
             new = AgentState(proposal.emotion, proposal.intensity, proposal.reason, state.pattern)
             emotion_source, method, steps = "transition", TRANSITION_METHOD, list(proposal.steps)
-        pattern: PatternChoice | None
-        candidates: list[int]
-        if not gate.fires and state.pattern is not None:
-            pattern, source, candidates = state.pattern, "inertia", []
-        elif self.handle.lm is None:
-            pattern, source, candidates = self._closest_pattern(run, new, question, lines)
-        else:
-            pattern, source, candidates = self._select_pattern(run, new, question, lines)
+        pattern, source, candidates = self._pattern(run, gate.fires, state, new, question, lines)
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
         return Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate.fires, gate.reason,
                            changed, emotion_source, method, steps, source, candidates)
@@ -144,15 +144,21 @@ class PersonalityTrack:
                 else:
                     step.degraded = f"output never parsed; the previous emotion is kept ({moved.error})"
                     emotion_source = "kept"
-        pattern: PatternChoice | None
-        candidates: list[int]
-        if not gate and state.pattern is not None:
-            pattern, source, candidates = state.pattern, "inertia", []
-        else:
-            pattern, source, candidates = self._select_pattern(run, new, question, lines)
+        pattern, source, candidates = self._pattern(run, bool(gate), state, new, question, lines)
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
         return Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate, gate_reason, changed,
                            emotion_source, method, [], source, candidates)
+
+    def _pattern(self, run: TurnLog, fired: bool, state: AgentState, new: AgentState, question: str,
+                 lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
+        """The turn's pattern: asked of the model only when the gate fired; else the held one (inertia),
+        or on a first turn the closest by embedding (no call)."""
+        if fired and self.handle.lm is not None:
+            return self._select_pattern(run, new, question, lines)
+        if not fired and state.pattern is not None:
+            return state.pattern, "inertia", []
+        pattern, source, candidates = self._closest_pattern(run, new, question, lines)
+        return pattern, ("initial" if source == "embedding" and not fired else source), candidates
 
     def _model_gate(self, handle: ModelHandle, state: AgentState, lines: list[str],
                     question: str) -> tuple[bool | None, str]:

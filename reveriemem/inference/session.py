@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from reveriemem.core.characters import Character
 from reveriemem.core.embeddings import embedder_for_book
 from reveriemem.core.registry import Book, load_book
-from reveriemem.inference.agent import ReverieAgent
 from reveriemem.inference.memory_reader import MemoryReader, cut_offset
+from reveriemem.inference.module import ReverieInference
 from reveriemem.models import ModelHandle, open_model
 
 
@@ -19,7 +19,7 @@ from reveriemem.models import ModelHandle, open_model
 class Session:
     book: Book
     character: Character
-    agent: ReverieAgent
+    agent: ReverieInference  # the one agent module, speaking as `character`
     handle: ModelHandle
     as_of: int | None
 
@@ -29,6 +29,7 @@ def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder:
     """Load a book's built memory for one character (named by any alias) and a model to speak with.
 
     The embedder is the one the book's build manifest names; naming another is an `EmbedderMismatchError`.
+    The agent loads the compiled program `reveriemem.inference.compiled.compiled_path()` names, if any.
     """
     book = load_book(book_slug)
     character = book.character(character_name)
@@ -38,5 +39,5 @@ def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder:
     if as_of_scene is not None or as_of_chapter is not None:
         as_of = cut_offset(book.slug, scene=as_of_scene, chapter=as_of_chapter)
     handle = open_model(lm or None)
-    agent = ReverieAgent(reader, handle, character, max_rounds=rounds)
+    agent = ReverieInference(reader, handle, character, max_rounds=rounds)
     return Session(book, character, agent, handle, as_of)

@@ -116,7 +116,7 @@ class Trace:
     gate_reason: str  # why the gate fired or stayed quiet
     emotion: dict[str, Any]  # emotion, intensity, reason, changed, source, method, record_steps
     pattern: dict[str, Any] | None
-    pattern_source: str  # selected | only-candidate | inertia | embedding | embedding-fallback | none
+    pattern_source: str  # initial | selected | only-candidate | inertia | embedding | embedding-fallback | none
     pattern_candidates: list[int]
     steps: list[StepUsage]
     degraded: list[str]
