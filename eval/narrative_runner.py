@@ -103,7 +103,10 @@ def run_narrative(spec: NarrativeSpec, progress: Progress | None = None) -> dict
     scripts = _load_scripts(spec)
     generator = open_model(spec.lm or None)
     judge = open_model(spec.judge_lm) if spec.judge_lm else None
-    identity = {"book": spec.book, "model": generator.name, "judge_model": judge.name if judge else "",
+    if judge is not None and judge.lm is None:
+        raise NarrativeRunError(f"The judge model {spec.judge_lm!r} is no model: the pairwise judge needs one "
+                                f"(leave --judge-lm out for stories only).")
+    identity = {"book": spec.book, "model": spec.lm or generator.name, "judge_model": spec.judge_lm,
                 "methods": list(spec.methods), "scripts": [s.id for s in scripts],
                 "dimensions": list(spec.dimensions)}
     out = Path(spec.out)
