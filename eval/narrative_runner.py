@@ -43,6 +43,7 @@ class NarrativeSpec:
     judge_lm: str = ""  # the judge ("" = no judgements: stories only)
     dimensions: Sequence[str] = ()  # empty: all five of each mode
     limit: int | None = None  # at most this many scripts
+    turns: int | None = None  # moves per character per stage, for every script (None: each script's own)
 
 
 def _load_scripts(spec: NarrativeSpec) -> list[Script]:
@@ -53,6 +54,7 @@ def _load_scripts(spec: NarrativeSpec) -> list[Script]:
     scripts = [load_script(p) for p in paths][: spec.limit or None]
     for script in scripts:
         script.book = script.book or spec.book
+        script.turns = spec.turns or script.turns
     return scripts
 
 
@@ -60,6 +62,7 @@ def _check_run(out: Path, identity: dict[str, Any]) -> None:
     path = out / "run.json"
     if path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))
+        identity["judge_model"] = identity["judge_model"] or before.get("judge_model", "")  # stories only: keep it
         differs = [k for k in ("book", "model", "judge_model") if before.get(k) != identity.get(k)]
         if differs:
             raise NarrativeRunError(f"{out} holds a run with another {', '.join(differs)}; choose another --out "
@@ -108,7 +111,7 @@ def run_narrative(spec: NarrativeSpec, progress: Progress | None = None) -> dict
                                 f"(leave --judge-lm out for stories only).")
     identity = {"book": spec.book, "model": spec.lm or generator.name, "judge_model": spec.judge_lm,
                 "methods": list(spec.methods), "scripts": [s.id for s in scripts],
-                "dimensions": list(spec.dimensions)}
+                "dimensions": list(spec.dimensions), "turns": spec.turns}
     out = Path(spec.out)
     _check_run(out, identity)
     stories: dict[tuple[str, str], Story] = {}

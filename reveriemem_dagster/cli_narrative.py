@@ -58,10 +58,11 @@ def story(book: str, script_path: Path, method: str, lm: str, as_json: bool) -> 
 @click.option("--judge-lm", default="", help="Judge model, configured apart from the generator (none: stories only).")
 @click.option("--dimensions", default="", help="Comma-separated dimension names to judge (default: all five).")
 @click.option("--limit", type=int, default=None, help="At most this many scripts.")
+@click.option("--turns", type=int, default=None, help="Moves per character per stage for every script.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run folder (default: $REVERIEMEM_HOME/narrative/BOOK); a rerun resumes it.")
 def judge(book: str, scripts: tuple[Path, ...], methods: str, lm: str, judge_lm: str, dimensions: str,
-          limit: int | None, out: Path | None) -> None:
+          limit: int | None, turns: int | None, out: Path | None) -> None:
     """Run a Task 2 batch on BOOK: stories, pairwise judgements, summary.json and the report."""
     from eval.narrative_runner import DEFAULT_METHODS, NarrativeSpec, run_narrative
     from reveriemem.core.settings import data_home
@@ -69,7 +70,7 @@ def judge(book: str, scripts: tuple[Path, ...], methods: str, lm: str, judge_lm:
     names = [m.strip() for m in methods.split(",") if m.strip()] or list(DEFAULT_METHODS)
     dims = [d.strip() for d in dimensions.split(",") if d.strip()]
     folder = out or data_home() / "narrative" / book
-    spec = NarrativeSpec(book, folder, list(scripts), names, lm, judge_lm, dims, limit)
+    spec = NarrativeSpec(book, folder, list(scripts), names, lm, judge_lm, dims, limit, turns)
     summary = run_narrative(spec, progress=lambda msg: click.echo(msg, err=True))
     click.echo(f"{len(summary['scripts'])} scripts x {len(names)} methods; {summary['judgements']} judgements "
                f"(generator {summary['model']}, judge {summary['judge_model'] or 'none'})")

@@ -65,8 +65,10 @@ def draft_scripts(book_slug: str, handle: ModelHandle, *, count: int = 3, scenes
             stages = [str(s) for s in pred.stages or [] if str(s).strip()]
             return str(pred.title or "").strip(), stages
 
-        outcome = run_or_fallback(handle, step, lambda fs=fallback_stages: ("", fs),
-                                  fallback_method="heuristic:scene-openings")
+        def fallback(stages: list[str] = fallback_stages) -> tuple[str, list[str]]:
+            return "", stages
+
+        outcome = run_or_fallback(handle, step, fallback, fallback_method="heuristic:scene-openings")
         title, stages = outcome.value
         stages = stages or fallback_stages
         locations = sorted({str(s.get("location") or "") for s in group} - {""})

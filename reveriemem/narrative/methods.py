@@ -166,7 +166,9 @@ def _hollmwood(script: Script, lm: str) -> Story:
         return [str(b) for b in revised.revised or drafted.beats or []] or fallback
 
     outline = run_or_fallback(handle, step, lambda: fallback, fallback_method="heuristic:stages-as-beats")
-    actor, log, history = ProfileActor(script, handle), [], []
+    actor = ProfileActor(script, handle)
+    log: list[Move] = []
+    history: list[tuple[str, str]] = []
     location = script.locations[0].name if script.locations else "here"
     for beat in outline.value:
         goals = parse_goals([beat], script.cast, "")
