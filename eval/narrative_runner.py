@@ -63,7 +63,8 @@ def _check_run(out: Path, identity: dict[str, Any]) -> None:
     if path.is_file():
         before = json.loads(path.read_text(encoding="utf-8"))
         identity["judge_model"] = identity["judge_model"] or before.get("judge_model", "")  # stories only: keep it
-        differs = [k for k in ("book", "model", "judge_model") if before.get(k) != identity.get(k)]
+        differs = [k for k in ("book", "model", "judge_model") if before.get(k) != identity.get(k)
+                   and (k != "judge_model" or before.get(k))]  # a stories-only folder takes its first judge
         if differs:
             raise NarrativeRunError(f"{out} holds a run with another {', '.join(differs)}; choose another --out "
                                     f"or remove that folder.")

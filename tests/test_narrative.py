@@ -173,3 +173,27 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert len(fake.calls) == calls  # every story and judgement was stored: nothing is asked again
     other = CliRunner().invoke(main, [*args[:-4], "--judge-lm", "fake", "--out", str(out)])
     assert other.exit_code == 1 and "another judge_model" in other.output
+
+
+def test_the_narrative_assets_materialise_on_the_demo(built_demo, fake):
+    import dagster as dg
+
+    from assets import NARRATIVE_ASSETS
+    from reveriemem_dagster.definitions import ALL_ASSETS
+    from reveriemem_dagster.instance import get_instance
+    from reveriemem_dagster.io_managers import MemoryIOManager
+    from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+
+    instance = get_instance()
+    instance.add_dynamic_partitions("book", [DEMO])
+    config = {"methods": ["reveriemem", "direct"], "judge_lm": "fake:narrative", "limit": 1, "turns": 1}
+    result = dg.materialize(ALL_ASSETS, selection=NARRATIVE_ASSETS, partition_key=DEMO, instance=instance,
+                            resources={"lm": LanguageModel(model="fake:narrative"), "embedder": EmbeddingModel(),
+                                       "memory_io": MemoryIOManager()},
+                            run_config={"ops": {"stories": {"config": config}, "judgements": {"config": config}}})
+    assert result.success
+    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+            for e in result.get_asset_materialization_events()}
+    assert meta["scripts"]["scripts"].value == 3 and meta["scripts"]["source"].value == "hand-written"
+    assert meta["judgements"]["judgements"].value == 5  # one script, one comparison, five dimensions
+    assert Path(meta["narrative_report"]["html"].value).is_file()
