@@ -78,7 +78,7 @@ class ReverieActor:
         session = self.session(character)
         question = MOVE_REQUEST.format(location=location, company=", ".join(company) or "nobody else",
                                        goal=goal.rstrip(".") + ".")
-        turn = session.agent.respond(question, history=history, as_of=session.as_of)
+        turn = session.agent.respond(question, history=history, as_of=session.as_of, probes=[goal])
         thought, action, speech = parse_move(turn.reply)
         return ActorMove(thought, action, speech, list(turn.trace.used_facts), [f.fact_id for f in turn.trace.facts],
                          calls=turn.trace.calls)
