@@ -99,8 +99,7 @@ def play(script: Script, method: str) -> tuple[Story, FakeModel]:
         unregister_fake("bounded")
 
 
-@pytest.mark.slow
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_prompt_in_a_simulation_crosses_a_characters_boundary(built_demo, data):
     book = load_book(built_demo)
