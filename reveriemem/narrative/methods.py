@@ -155,8 +155,7 @@ def _hollmwood(script: Script, lm: str) -> Story:
     started = time.perf_counter()
     handle = open_model(lm or None)
     before = len(handle.usage.calls)
-    fallback = [f"{c}: {s.text}" for i in range(script.round_count) for c in script.stage_cast(i)
-                for s in (script.stage(i),)]
+    fallback = [f"{c}: {script.stage(i).text}" for i in range(script.round_count) for c in script.stage_cast(i)]
 
     def step(h: ModelHandle) -> list[str]:
         drafted = run_program(h, outline_program(), book=f"{script.title}. {script.world}".strip(),
