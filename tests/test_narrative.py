@@ -197,3 +197,16 @@ def test_the_narrative_assets_materialise_on_the_demo(built_demo, fake):
     assert meta["scripts"]["scripts"].value == 3 and meta["scripts"]["source"].value == "hand-written"
     assert meta["judgements"]["judgements"].value == 5  # one script, one comparison, five dimensions
     assert Path(meta["narrative_report"]["html"].value).is_file()
+
+
+def test_scripts_are_drafted_from_the_built_scenes_and_load_back(built_demo, fake, tmp_path):
+    from reveriemem_dagster.cli import main
+
+    result = CliRunner().invoke(main, ["scripts", DEMO, "--lm", "fake:narrative", "--count", "2", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    drafted = [load_script(p) for p in sorted(tmp_path.glob("*.yaml"))]
+    assert len(drafted) == 2
+    for script in drafted:
+        assert script.book == DEMO and len(script.cast) >= 2 and script.as_of_scene is not None
+        assert [s.text for s in script.stages] == ["Scene 1 plays out.", "Scene 2 plays out."]  # the model's stages
+    assert "# drafted by model:fake" in (sorted(tmp_path.glob("*.yaml"))[0]).read_text()
