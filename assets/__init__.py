@@ -6,7 +6,7 @@ character; together they are a book's memory (with the offline reasoner's calibr
 `book_text` is the registered book, an external asset observed by the build.
 """
 
-from assets import episodic, evaluation, knowledge, personality, scenes
+from assets import episodic, evaluation, knowledge, narrative, personality, scenes
 from assets.context import book_text
 
 BOOK_ASSETS = [scenes.scenes, scenes.utterances, scenes.scene_rosters,
@@ -16,5 +16,6 @@ CHARACTER_ASSETS = [scenes.character_scenes, episodic.episodes,
                     personality.emotion_transitions, personality.personality_patterns,
                     evaluation.reader_calibration]
 EVALUATION_ASSETS = [evaluation.kbf_items, evaluation.kbf_report]
+NARRATIVE_ASSETS = [narrative.scripts, narrative.stories, narrative.judgements, narrative.narrative_report]
 
-__all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "book_text"]
+__all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "NARRATIVE_ASSETS", "book_text"]

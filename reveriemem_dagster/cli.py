@@ -12,6 +12,7 @@ import click
 from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 from reveriemem.core.registry import books_root, list_books, load_book, remove_book
 from reveriemem_dagster.cli_books import books_command, estimate_command
+from reveriemem_dagster.cli_narrative import COMMANDS as NARRATIVE_COMMANDS
 from reveriemem_dagster.cli_runtime import (
     dagster_console_level,
     model_notice,
@@ -423,6 +424,8 @@ def demo(lm: str) -> None:
 main.add_command(books_command)
 main.add_command(estimate_command)
 main.add_command(serve)
+for _command in NARRATIVE_COMMANDS:  # Task 2: story, judge, scripts
+    main.add_command(_command)
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import BOOK_ASSETS, CHARACTER_ASSETS, EVALUATION_ASSETS, book_text
+from assets import BOOK_ASSETS, CHARACTER_ASSETS, EVALUATION_ASSETS, NARRATIVE_ASSETS, book_text
 from assets import evaluation as evaluation_assets
 from reveriemem_dagster.io_managers import MemoryIOManager
 from reveriemem_dagster.partitions import book_character_partitions, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
-ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS, *EVALUATION_ASSETS]
+ALL_ASSETS = [*BOOK_ASSETS, *CHARACTER_ASSETS, *EVALUATION_ASSETS, *NARRATIVE_ASSETS]
 
 book_memory_job = dg.define_asset_job(
     "book_memory",
@@ -43,6 +43,12 @@ kbf_evaluation_job = dg.define_asset_job(
     partitions_def=book_partitions,
     description="Every KBF-QA method on a book's items under the configured model, with the report.",
 )
+narrative_job = dg.define_asset_job(
+    "narrative",
+    selection=dg.AssetSelection.assets(*NARRATIVE_ASSETS),
+    partitions_def=book_partitions,
+    description="Task 2 on a book: scripts, every method's stories, pairwise judgements and the report.",
+)
 
 
 def default_resources() -> dict[str, object]:
@@ -52,6 +58,6 @@ def default_resources() -> dict[str, object]:
 
 defs = dg.Definitions(
     assets=[book_text, *ALL_ASSETS],
-    jobs=[book_memory_job, character_memory_job, kbf_items_job, kbf_evaluation_job],
+    jobs=[book_memory_job, character_memory_job, kbf_items_job, kbf_evaluation_job, narrative_job],
     resources=default_resources(),
 )
