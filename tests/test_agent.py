@@ -85,7 +85,7 @@ class StandInReader:
                     best[row["fact_id"]] = {**row, "route": route, "probe": probe, "similarity": row["score"]}
         return sorted(best.values(), key=lambda r: -r["score"])[:k]
 
-    def patterns(self, query: str, k: int = 3) -> list[dict[str, Any]]:
+    def patterns(self, query: str, k: int = 3, as_of: int | None = None) -> list[dict[str, Any]]:
         self.log.append(("patterns", query))
         return _top(query, self.pattern_rows, k, key="description")
 
@@ -588,7 +588,7 @@ def test_an_empty_reply_is_asked_again_then_raises():
 
 def test_a_personality_layer_that_was_not_built_degrades_the_track_not_the_turn():
     class NoPersonality(StandInReader):
-        def patterns(self, query, k=3):
+        def patterns(self, query, k=3, as_of=None):
             raise StorageError("The personality layer of 'b' has not been built; run `reveriemem build b` first.")
 
         def emotion_record(self, as_of=None):
@@ -838,8 +838,22 @@ def test_through_lancedb_no_fact_beyond_the_character_or_the_cut_reaches_memory_
     assert turn.trace.dropped_rows == 0  # LanceDB's filter did the work; the agent's check found nothing
     assert all("mara" in f.visibility for f in turn.trace.facts)
     assert as_of is None or all(f.source_start is not None and f.source_start <= as_of for f in turn.trace.facts)
-    assert turn.trace.pattern_source in {"initial", "selected", "only-candidate", "embedding-fallback"}
+    # every pattern is first shown at offset 0: at a cut of 0 none had been shown yet
+    shown = {"initial", "selected", "only-candidate", "embedding-fallback"}
+    assert turn.trace.pattern_source in (shown if as_of != 0 else {"none"})
     assert any(c.signature is MemoryFusion for c in model.calls)
     # and the visible facts do come through it: the pool holds only, not nothing but, what Mara may know
     if as_of is None and any("mara" in r["visibility"] for r in rows):
         assert turn.trace.facts
+
+
+def test_patterns_as_of_a_cut_hold_only_what_was_shown_by_then():
+    from reveriemem.inference.memory_reader import cut_patterns
+
+    rows = [{"pattern_id": 1, "excerpts": ["early line", "late line"], "excerpt_starts": [100, 900],
+             "utterance_starts": [100, 900]},
+            {"pattern_id": 2, "excerpts": ["only late"], "excerpt_starts": [950], "utterance_starts": [950]}]
+    cut = cut_patterns(rows, 500)
+    assert [r["pattern_id"] for r in cut] == [1]
+    assert cut[0]["excerpts"] == ["early line"] and cut[0]["excerpt_starts"] == [100]
+    assert [r["pattern_id"] for r in cut_patterns(rows, 1_000)] == [1, 2]

@@ -54,15 +54,9 @@ def inside(fact: dict[str, Any], slug: str, cut: int) -> bool:
     return slug in seen and int((fact["visible_from"] or [0] * len(seen))[seen.index(slug)] or 0) <= cut
 
 
-_EXCERPTS = re.compile(r"\[\[ ## pattern_excerpts ## \]\].*?(?=\[\[ ## )")
-
-
-def leaks(story: Story, calls: list[Any], names: dict[str, str], facts: list[dict[str, Any]], cut: int,
-          excerpts: bool = False) -> list[str]:
-    """Every breach of a character's boundary in the prompts made on its behalf, in words.
-
-    The Personality layer's excerpts (the character's own lines, from the whole book) are left
-    out unless `excerpts`: they are not cut at `as_of` (see the xfail test below)."""
+def leaks(story: Story, calls: list[Any], names: dict[str, str], facts: list[dict[str, Any]], cut: int) -> list[str]:
+    """Every breach of a character's boundary in the prompts made on its behalf, in words (the
+    Personality layer's excerpts included: they are cut at `as_of` too)."""
     found = []
     for move in story.log:
         slug = names[move.actor]
@@ -73,7 +67,7 @@ def leaks(story: Story, calls: list[Any], names: dict[str, str], facts: list[dic
         if who not in names:
             continue
         prompt = " ".join(" ".join(text.split()) for _, text in call.messages)
-        prompt = _plain(prompt if excerpts else _EXCERPTS.sub(" ", prompt))
+        prompt = _plain(prompt)
         heard = _plain(" | ".join(m.speech for m in story.log if who in m.audience))
         for move in story.log:
             if move.actor != who and move.thought and move.thought in prompt:
@@ -132,12 +126,10 @@ def test_a_character_elsewhere_perceives_nothing(built_demo, method):
     assert tobin and not any("MaraQuell" in " ".join(t for _, t in c.messages) for c in tobin)
 
 
-@pytest.mark.xfail(strict=True, reason="the Personality layer's excerpts are the character's lines from the whole "
-                   "book, not cut at as_of: Harrow bounded at chapter 1 is shown his chapter III-IV lines")
 def test_pattern_excerpts_are_cut_at_the_scripts_point(built_demo):
     book = load_book(built_demo)
     names = {c.name: c.slug for c in book.characters}
     script = Script("early", "early", DEMO, ["Ansel Harrow"], as_of_chapter=1, locations=LOCATIONS,
                     stages=[Stage("Lantern lantern.")], turns=1)
     story, model = play(script, "reveriemem")
-    assert leaks(story, model.calls, names, _facts(), cut_offset(DEMO, chapter=1), excerpts=True) == []
+    assert leaks(story, model.calls, names, _facts(), cut_offset(DEMO, chapter=1)) == []

@@ -80,7 +80,7 @@ class Reader(Protocol):
     def vis_retrieve(self, probes: list[str], k: int = 8, as_of: int | None = None,
                      exclude: Iterable[str] = ...) -> list[dict[str, Any]]: ...
 
-    def patterns(self, query: str, k: int = 3) -> list[dict[str, Any]]: ...
+    def patterns(self, query: str, k: int = 3, as_of: int | None = None) -> list[dict[str, Any]]: ...
 
     def emotion_record(self, as_of: int | None = None) -> list[dict[str, Any]]: ...
 
@@ -276,8 +276,11 @@ class MemoryReader:
 
     # -------------------------------------------------------- personality track
 
-    def patterns(self, query: str, k: int = 3) -> list[dict[str, Any]]:
-        """The character's behavioural patterns whose description is nearest to `query`, best first."""
+    def patterns(self, query: str, k: int = 3, as_of: int | None = None) -> list[dict[str, Any]]:
+        """The character's behavioural patterns whose description is nearest to `query`, best first.
+
+        With `as_of` (a source offset), only patterns the character had shown by then, each with only
+        its excerpts from before it (`cut_patterns`)."""
         if self._patterns is None:
             if "personality_patterns" not in self._store.table_names():
                 raise StorageError(
@@ -287,10 +290,10 @@ class MemoryReader:
             self._patterns = self._store.db.open_table("personality_patterns")
         columns = [n for n in self._patterns.schema.names if n != "vector"]
         rows = dense_search(self._patterns, self._embed([query])[0], own_rows_filter(self.book, self.character),
-                            k, columns)
+                            k if as_of is None else max(k, 64), columns)
         for row in rows:
             row["score"] = row.pop("similarity")
-        return rows
+        return rows if as_of is None else cut_patterns(rows, source_offset(as_of))[:k]
 
     def emotion_record(self, as_of: int | None = None) -> list[dict[str, Any]]:
         """The character's emotion transitions in story order (utterances starting by `as_of` when given)."""
@@ -302,6 +305,22 @@ class MemoryReader:
 
     def cut_offset(self, scene: int | None = None, chapter: int | None = None) -> int:
         return cut_offset(self.book, scene=scene, chapter=chapter, uri=self.uri)
+
+
+def cut_patterns(rows: list[dict[str, Any]], cut: int) -> list[dict[str, Any]]:
+    """Pattern rows as known at source offset `cut`: those with an utterance or excerpt before it, their
+    excerpts (and excerpt offsets) cut to those starting before it. Order is kept."""
+    out = []
+    for row in rows:
+        starts = [int(s) for s in row.get("excerpt_starts") or []]
+        kept = [i for i, start in enumerate(starts) if start < cut]
+        shown = [int(s) for s in row.get("utterance_starts") or []]
+        if not kept and not any(s < cut for s in shown):
+            continue
+        excerpts = list(row.get("excerpts") or [])
+        out.append({**row, "excerpts": [excerpts[i] for i in kept if i < len(excerpts)],
+                    "excerpt_starts": [starts[i] for i in kept]})
+    return out
 
 
 def cut_offset(book: str, scene: int | None = None, chapter: int | None = None, *, uri: str | None = None) -> int:

@@ -109,7 +109,7 @@ class PersonalityTrack:
                 proposal = self.transition(state, gate, record)
             new = AgentState(proposal.emotion, proposal.intensity, proposal.reason, state.pattern)
             emotion_source, method, steps = "transition", TRANSITION_METHOD, list(proposal.steps)
-        pattern, source, candidates = self._pattern(run, gate.fires, state, new, question, lines)
+        pattern, source, candidates = self._pattern(run, gate.fires, state, new, question, lines, as_of)
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
         return Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate.fires, gate.reason,
                            changed, emotion_source, method, steps, source, candidates)
@@ -144,20 +144,20 @@ class PersonalityTrack:
                 else:
                     step.degraded = f"output never parsed; the previous emotion is kept ({moved.error})"
                     emotion_source = "kept"
-        pattern, source, candidates = self._pattern(run, bool(gate), state, new, question, lines)
+        pattern, source, candidates = self._pattern(run, bool(gate), state, new, question, lines, as_of)
         changed = (new.emotion, new.intensity) != (state.emotion, state.intensity)
         return Personality(AgentState(new.emotion, new.intensity, new.reason, pattern), gate, gate_reason, changed,
                            emotion_source, method, [], source, candidates)
 
     def _pattern(self, run: TurnLog, fired: bool, state: AgentState, new: AgentState, question: str,
-                 lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
+                 lines: list[str], as_of: int | None = None) -> tuple[PatternChoice | None, str, list[int]]:
         """The turn's pattern: asked of the model only when the gate fired; else the held one (inertia),
         or on a first turn the closest by embedding (no call)."""
         if fired and self.handle.lm is not None:
-            return self._select_pattern(run, new, question, lines)
+            return self._select_pattern(run, new, question, lines, as_of)
         if not fired and state.pattern is not None:
             return state.pattern, "inertia", []
-        pattern, source, candidates = self._closest_pattern(run, new, question, lines)
+        pattern, source, candidates = self._closest_pattern(run, new, question, lines, as_of)
         return pattern, ("initial" if source == "embedding" and not fired else source), candidates
 
     def _model_gate(self, handle: ModelHandle, state: AgentState, lines: list[str],
@@ -185,25 +185,27 @@ class PersonalityTrack:
             step.degraded = f"the personality layer could not be read ({exc})"
             return []
 
-    def _candidates(self, step: StepUsage, state: AgentState, question: str, lines: list[str]) -> list[PatternChoice]:
+    def _candidates(self, step: StepUsage, state: AgentState, question: str, lines: list[str],
+                    as_of: int | None = None) -> list[PatternChoice]:
+        """The nearest patterns; with `as_of`, only those seen by then, with their excerpts from before it."""
         query = " ".join([state.emotion, state.reason, *lines[-2:], question])
-        rows = self._rows(step, self.reader.patterns, query=query, k=self.pattern_k)
+        rows = self._rows(step, self.reader.patterns, query=query, k=self.pattern_k, as_of=as_of)
         return [PatternChoice(int(r["pattern_id"]), str(r.get("description") or ""),
                               tuple(str(x) for x in (r.get("excerpts") or ())), r.get("dominant_emotion"),
                               score_of(r)) for r in rows]
 
     def _closest_pattern(self, run: TurnLog, state: AgentState, question: str,
-                         lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
+                         lines: list[str], as_of: int | None = None) -> tuple[PatternChoice | None, str, list[int]]:
         """Without a model: the candidate closest by embedding."""
         with run.step("pattern", "personality", PATTERN_METHOD) as step:
-            candidates = self._candidates(step, state, question, lines)
+            candidates = self._candidates(step, state, question, lines, as_of)
         ids = [c.pattern_id for c in candidates]
         return (candidates[0], "embedding", ids) if candidates else (None, "none", ids)
 
     def _select_pattern(self, run: TurnLog, state: AgentState, question: str,
-                        lines: list[str]) -> tuple[PatternChoice | None, str, list[int]]:
+                        lines: list[str], as_of: int | None = None) -> tuple[PatternChoice | None, str, list[int]]:
         with run.step("pattern", "personality", PATTERN_METHOD) as step:
-            candidates = self._candidates(step, state, question, lines)
+            candidates = self._candidates(step, state, question, lines, as_of)
             ids = [c.pattern_id for c in candidates]
             if not candidates:
                 return None, "none", ids
