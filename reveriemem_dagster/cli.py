@@ -424,5 +424,9 @@ main.add_command(books_command)
 main.add_command(estimate_command)
 main.add_command(serve)
 
+from reveriemem_dagster.cluster_cli import cluster_build  # noqa: E402
+
+main.add_command(cluster_build)
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
