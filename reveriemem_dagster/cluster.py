@@ -25,7 +25,6 @@ object, since recent Dask walks tuple arguments and Dagster's records refuse tha
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import time
 from collections.abc import Callable, Iterator
@@ -110,16 +109,21 @@ def _job(name: str, selection: list[dg.AssetsDefinition], partitions: dg.Partiti
     return defs.resolve_job_def(name)
 
 
-@functools.cache  # a worker reconstructs the job for every step it runs
+_JOBS: dict[str, dg.JobDefinition] = {}  # a worker reconstructs the job for every step it runs: build it once
+
+
 def book_memory_on_dask() -> dg.JobDefinition:
     """The `book_memory` job with its steps on Dask (reconstructed by name on every worker)."""
-    return _job("book_memory", list(BOOK_ASSETS), book_partitions)
+    if "book_memory" not in _JOBS:
+        _JOBS["book_memory"] = _job("book_memory", list(BOOK_ASSETS), book_partitions)
+    return _JOBS["book_memory"]
 
 
-@functools.cache
 def character_memory_on_dask() -> dg.JobDefinition:
     """The `character_memory` job with its steps on Dask."""
-    return _job("character_memory", list(CHARACTER_ASSETS), book_character_partitions)
+    if "character_memory" not in _JOBS:
+        _JOBS["character_memory"] = _job("character_memory", list(CHARACTER_ASSETS), book_character_partitions)
+    return _JOBS["character_memory"]
 
 
 def _partition_tags(book: str, character: str | None) -> dict[str, str]:

@@ -27,10 +27,11 @@ def cluster_build(book: str, scheduler: str, lm: str, embedder: str, parallel: i
     skipped, as with `reveriemem build`; building again after a failure takes
     up only what is left.
     """
-    from reveriemem_dagster.cli import _summarise
     from reveriemem_dagster.cluster import build_book_on_cluster
 
     if not scheduler:
         raise click.ClickException("Name the Dask scheduler with --scheduler or $REVERIEMEM_DASK_SCHEDULER.")
     load_book(book)
-    _summarise(build_book_on_cluster(book, scheduler, lm, embedder, click.echo, parallel=parallel, force=force))
+    report = build_book_on_cluster(book, scheduler, lm, embedder, click.echo, parallel=parallel, force=force)
+    click.echo(f"{book}: {report.runs} runs on the cluster in {report.seconds:.1f}s; {len(report.ran)} partitions "
+               f"materialised, {len(report.skipped)} up to date and skipped.")

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,7 @@ class LoopbackCluster:
     s3_port: int = 0
     dask_port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    pg_data: Path | None = None
 
     @property
     def scheduler(self) -> str:
@@ -104,14 +106,16 @@ class LoopbackCluster:
     def _postgres(self) -> None:
         bin_dir = _postgres_bin()
         assert bin_dir is not None
-        data = self.root / "pg"
-        data.mkdir()
+        # root may not run PostgreSQL: then it runs as the package's `postgres` user, in a folder it can reach
         as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        data = Path(tempfile.mkdtemp(prefix="reveriemem-pg-"))
+        self.pg_data = data
         if as_user:
             shutil.chown(data, "postgres")
-            self.root.chmod(0o755)
-        subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", "reveriemem", "--auth=trust",
-                        "-E", "UTF8"], check=True, capture_output=True)
+        done = subprocess.run([*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", "reveriemem",
+                               "--auth=trust", "-E", "UTF8"], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"initdb failed: {done.stderr.strip()[-500:]}")
         self._spawn("postgres", [*as_user, str(bin_dir / "postgres"), "-D", str(data), "-p", str(self.pg_port),
                                  "-k", str(data), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
         _wait_for_port(self.pg_port, "PostgreSQL")
@@ -184,3 +188,5 @@ class LoopbackCluster:
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait(timeout=20)
+        if self.pg_data is not None:
+            shutil.rmtree(self.pg_data, ignore_errors=True)
