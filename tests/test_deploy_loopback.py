@@ -19,11 +19,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from loopback_cluster import LoopbackCluster, unavailable
 
 from reveriemem.core.demo import DEMO_SLUG, demo_book_path, demo_characters_path
 from reveriemem.core.schemas import BY_ASSET
 from reveriemem.core.settings import environment
+from tests.loopback_cluster import LoopbackCluster, unavailable
 
 pytestmark = pytest.mark.slow
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -190,10 +191,12 @@ class Files:
             return int(pq.read_metadata(handle).num_rows)
 
     def delete_folder(self, rel: str) -> None:
-        """Remove everything under `rel` (remote roots only: local folders are removed by their owners)."""
-        if self.remote:
-            with contextlib.suppress(FileNotFoundError):
-                self.fs.delete_dir(self._key(rel))
+        """Remove everything under `rel` (nothing to remove is fine)."""
+        if not self.remote:
+            shutil.rmtree(self.uri(rel), ignore_errors=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_dir(self._key(rel))
 
 
 def _replace_local(target: Path, write: Callable[[Path], object]) -> Path:
