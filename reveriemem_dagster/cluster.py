@@ -21,6 +21,9 @@ of a job: two runs of `character_memory` at once would share one Dask task.
 `RunScopedDaskExecutor` adds the run's id to the name, and otherwise hands each
 step to dagster-dask's own worker function (its arguments wrapped in one
 object, since recent Dask walks tuple arguments and Dagster's records refuse that).
+A worker that dies takes the results it held with it, and Dask recomputes those
+tasks: `run_step` returns what a step already recorded in the run instead of
+materialising its partition a second time.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import dagster as dg
 import dask.distributed
 from dagster._core.errors import raise_execution_interrupts
-from dagster._core.events import DagsterEvent
+from dagster._core.events import DagsterEvent, DagsterEventType
 from dagster._core.execution.context.system import PlanOrchestrationContext
 from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._utils import iterate_with_context
@@ -89,8 +92,25 @@ class StepCall:
 
 
 def run_step(needs: list[Any], call: StepCall) -> Any:
-    """Run on a Dask worker: the step, once the steps it `needs` are done (their results are not used)."""
-    return query_on_dask_worker(needs, *call.args)
+    """Run on a Dask worker: the step, once the steps it `needs` are done (their results are not used).
+
+    A step this run already finished is not run again: Dask recomputes a finished task whose result
+    was held by a worker that died, and a second materialisation would repeat a finished partition.
+    The events the step recorded are returned instead.
+    """
+    run, step_keys, instance_ref = call.args[1], call.args[3], call.args[4]
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+        recorded = finished_step_events(instance, run.run_id, step_keys[0])
+    return recorded if recorded is not None else query_on_dask_worker(needs, *call.args)
+
+
+def finished_step_events(instance: dg.DagsterInstance, run_id: str, step_key: str) -> list[DagsterEvent] | None:
+    """The events a step recorded in a run, when it succeeded there; None when it has not."""
+    events = [entry.dagster_event for entry in instance.all_logs(run_id)
+              if entry.dagster_event is not None and entry.dagster_event.step_key == step_key]
+    if not any(event.event_type == DagsterEventType.STEP_SUCCESS for event in events):
+        return None
+    return events  # type: ignore[return-value]
 
 
 @dg.executor(name="dask_run_scoped", config_schema={"address": dg.StringSource},
