@@ -27,7 +27,7 @@ from tests.loopback_cluster import LoopbackCluster, unavailable
 
 pytestmark = pytest.mark.slow
 
-CHARACTER_ASSETS = {"character_scenes", "episodes", "emotion_transitions", "personality_patterns"}
+CHARACTER_ASSETS = {"character_scenes", "episodes", "emotion_transitions", "personality_patterns"}  # progress signs
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +47,13 @@ def _cli(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Co
                           text=True, timeout=timeout)
 
 
-def _rows(asset: str, characters: list[str]) -> pl.DataFrame:
-    """Every stored row of `asset` for the demo, in the store the environment names, in a stable order."""
-    from reveriemem.core.storage import MemoryStore, PartitionRef
+def _rows(asset: str, partitions: list[str]) -> pl.DataFrame:
+    """Every stored row of `asset` in `partitions`, in the store the environment names, in a stable order."""
+    from reveriemem.core.storage import MemoryStore
+    from reveriemem_dagster.partitions import partition_ref
 
     store = MemoryStore.for_home()
-    parts = [PartitionRef(DEMO_SLUG, c) for c in characters] if asset in CHARACTER_ASSETS else [PartitionRef(DEMO_SLUG)]
-    frames = [store.read(asset, part) for part in parts]
+    frames = [store.read(asset, partition_ref(part)) for part in partitions]
     frame = pl.concat([f for f in frames if f.height], how="vertical_relaxed") if any(f.height for f in frames) \
         else frames[0]
     return frame.sort(frame.columns, nulls_last=True) if frame.height else frame
@@ -115,10 +115,11 @@ def test_cluster_build_matches_local_and_survives_a_killed_worker(cluster: Loopb
     assert second.returncode == 0 and "0 runs" in second.stdout, second.stdout + second.stderr[-2000:]
 
     for name in sorted({asset for asset, _ in counts}):
+        partitions = sorted(part for asset, part in counts if asset == name)
         with environment(**{k: env.get(k) for k in ("REVERIEMEM_HOME", "REVERIEMEM_STORE", "REVERIEMEM_S3_ENDPOINT",
                                                       "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}):
-            on_cluster = _rows(name, characters)
+            on_cluster = _rows(name, partitions)
         with environment(REVERIEMEM_HOME=str(local_home), REVERIEMEM_STORE=None):
-            on_one_machine = _rows(name, characters)
+            on_one_machine = _rows(name, partitions)
         assert on_cluster.height == on_one_machine.height, name
         assert on_cluster.equals(on_one_machine), f"{name} differs between the cluster and a local build"
