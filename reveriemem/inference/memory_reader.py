@@ -89,7 +89,7 @@ class MemoryReader:
     """One character's memory of one book, for the inference pipeline."""
 
     def __init__(self, book: str, character: str, embedder: Embedder, uri: str | None = None, *,
-                 hybrid: bool = True, parquet_root: Path | None = None, prepare_indexes: bool = True,
+                 hybrid: bool = True, parquet_root: str | Path | None = None, prepare_indexes: bool = True,
                  vector_index_min_rows: int = VECTOR_INDEX_MIN_ROWS, pool: PoolMode = "memory",
                  pool_max_rows: int = POOL_MAX_ROWS):
         if pool not in ("memory", "lancedb"):
@@ -142,7 +142,7 @@ class MemoryReader:
     def _character_built(self) -> bool:
         """Whether the character's partition was built, even with no scene lived (an empty memory is a memory)."""
         root = self._parquet_root or MemoryStore.for_home().parquet.root
-        return ParquetStore(root).path("character_scenes", PartitionRef(self.book, self.character)).exists()
+        return ParquetStore(root).exists("character_scenes", PartitionRef(self.book, self.character))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.embedder.embed(texts), dtype=np.float32)
