@@ -42,7 +42,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -108,10 +107,29 @@ def map_calls(
         finally:
             progress.calls_in_flight(-1)
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reveriemem-call") as pool:
-        futures: list[Future[None]] = [pool.submit(run, i, contextvars.copy_context()) for i in range(len(todo))]
-        for future in futures:
-            future.result()  # run() never raises; waits for every call (cancelled ones return at once)
+    pending = list(range(len(todo)))
+    contexts = [contextvars.copy_context() for _ in todo]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while not stop.is_set():
+            with lock:
+                if not pending:
+                    return
+                index = pending.pop(0)
+            run(index, contexts[index])
+
+    # Daemon threads, so an interrupt (Ctrl-C, SIGTERM) ends the command at once instead of waiting
+    # for calls still in the model; the interrupt reaches the caller while it waits here.
+    threads = [threading.Thread(target=worker, name=f"reveriemem-call-{n}", daemon=True) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stop.set()
+        raise
     result: list[Answer[R]] = []
     for answer in answers:
         if answer is None:  # never started: an earlier call failed and stopped the pool
