@@ -210,3 +210,21 @@ def test_scripts_are_drafted_from_the_built_scenes_and_load_back(built_demo, fak
         assert script.book == DEMO and len(script.cast) >= 2 and script.as_of_scene is not None
         assert [s.text for s in script.stages] == ["Scene 1 plays out.", "Scene 2 plays out."]  # the model's stages
     assert "# drafted by model:fake" in (sorted(tmp_path.glob("*.yaml"))[0]).read_text()
+
+
+def test_a_move_whose_memory_fusion_never_parses_falls_back_to_the_goal(monkeypatch):
+    from reveriemem.core.errors import ModelOutputError
+    from reveriemem.narrative import methods
+
+    class Agent:
+        def respond(self, *args, **kwargs):
+            raise ModelOutputError("The model x returned output that could not be parsed as MemoryFusion.")
+
+    class FakeSession:
+        agent, as_of = Agent(), None
+
+    actor = methods.ReverieActor.__new__(methods.ReverieActor)
+    monkeypatch.setattr(methods.ReverieActor, "session", lambda self, character: FakeSession())
+    move = actor.act("Mara Quell", "Find the ledger.", "the quay", [], [])
+    assert (move.thought, move.action, move.speech) == methods.parse_move("Find the ledger.")
+    assert move.facts == [] and move.pool == []

@@ -29,7 +29,7 @@ from dspy_programs.narrative import (
     revise_outline_program,
     whole_story_program,
 )
-from reveriemem.core.errors import ReverieMemError
+from reveriemem.core.errors import ModelOutputError, ReverieMemError
 from reveriemem.inference.session import Session, open_session
 from reveriemem.models import ModelHandle, open_model, run_or_fallback, run_program
 from reveriemem.narrative.log import Move, Story, parse_move
@@ -78,7 +78,10 @@ class ReverieActor:
         session = self.session(character)
         question = MOVE_REQUEST.format(location=location, company=", ".join(company) or "nobody else",
                                        goal=goal.rstrip(".") + ".")
-        turn = session.agent.respond(question, history=history, as_of=session.as_of, probes=[goal])
+        try:
+            turn = session.agent.respond(question, history=history, as_of=session.as_of, probes=[goal])
+        except ModelOutputError:  # Memory-Fusion never parsed: as the profile actors do, the goal is the move
+            return ActorMove(*parse_move(goal))
         thought, action, speech = parse_move(turn.reply)
         return ActorMove(thought, action, speech, list(turn.trace.used_facts), [f.fact_id for f in turn.trace.facts],
                          calls=turn.trace.calls)
