@@ -116,11 +116,14 @@ def _drive(expect, page, webserver: str) -> None:  # type: ignore[no-untyped-def
 
     page.goto(f"{webserver}/runs")
     deadline = time.monotonic() + RUN_TIMEOUT_S
-    while not page.get_by_text("Success", exact=True).first.is_visible():
-        assert not page.get_by_text("Failure", exact=True).first.is_visible(), "the demo book's run failed"
-        assert time.monotonic() < deadline, f"the demo book's run did not succeed in {RUN_TIMEOUT_S} s"
-        page.wait_for_timeout(3000)
-        page.reload()
+    while True:
+        try:  # give the runs list time to load after each reload before looking for the status
+            expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=10_000)
+            break
+        except AssertionError:
+            assert not page.get_by_text("Failure", exact=True).first.is_visible(), "the demo book's run failed"
+            assert time.monotonic() < deadline, f"the demo book's run did not succeed in {RUN_TIMEOUT_S} s"
+            page.reload()
     expect(page.get_by_text("book_memory").first).to_be_visible()
 
     page.goto(f"{webserver}/assets/scenes?view=partitions")
