@@ -138,6 +138,9 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
     return out
 
 
+_SENTENCE_END = re.compile(r"[.!?]")
+
+
 def _sentence_end(text: str, offset: int, limit: int) -> int:
-    found = re.compile(r"[.!?]").search(text, offset, limit)
+    found = _SENTENCE_END.search(text, offset, limit)
     return found.end() if found else limit

@@ -254,12 +254,8 @@ def follow_departures(evidence: Mapping[str, RosterEvidence]) -> None:
 
 def _open_at(events: Sequence[tuple[int, str]], offset: int) -> bool:
     """Do the events leave a character present just before `offset` (opened, and not closed since)?"""
-    state = False
-    for at, kind in sorted(events, key=lambda e: (e[0], e[1] != CLOSES)):
-        if at >= offset:
-            break
-        state = kind == OPENS
-    return state
+    spans = presence_spans(events, min((at for at, _ in events), default=offset), offset)
+    return bool(spans) and spans[-1][1] == offset
 
 
 def _confirm_address(record: RosterEvidence, index_of: Mapping[int, int]) -> None:
