@@ -5,8 +5,9 @@ per item holding its JSONL record (`eval.generate`: cloze items offline, model
 drafts from SPOCV facts with a model). `kbf_report` (book): every method on the
 book's items under the configured model (`eval.runner`), written with its report
 into `$REVERIEMEM_HOME/eval/<book>/<model>/`. `reader_calibration` (book x character): the
-offline reasoner's floors, calibrated on the character's generated train items when the memory
-is built (`eval.methods.reveriemem.calibrate_reader`) and read by the agent from storage.
+offline reasoner's readings of the character's generated train items, made when the memory is
+built (`eval.methods.reveriemem.read_train_items`); an agent chooses its floors over the readings
+of all the book's characters (`reveriemem.inference.calibration.load_calibration`).
 """
 
 import json
@@ -18,12 +19,12 @@ import polars as pl
 
 from assets.context import CODE_VERSION, partition_of
 from eval.generate import generate_items
-from eval.methods.reveriemem import calibrate_reader
+from eval.methods.reveriemem import read_train_items
 from reveriemem.core.schemas import KBF_ITEMS, READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef, frame
+from reveriemem.inference.calibration import READER_VERSION, calibration_of
 from reveriemem.inference.memory_reader import MemoryReader
 from reveriemem.inference.module import ReverieInference
-from reveriemem.inference.offline import READER_VERSION
 from reveriemem.models import open_model
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
@@ -67,7 +68,8 @@ def kbf_items(context: dg.AssetExecutionContext, lm: LanguageModel, facts: pl.Da
           deps=["episodes", "emotion_transitions", "personality_patterns"], kinds={"parquet"})
 def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingModel, facts: pl.DataFrame,
                        entities: pl.DataFrame) -> dg.Output[pl.DataFrame]:
-    """The offline reasoner's floors for one character, calibrated on its generated train items (offline)."""
+    """The offline reasoner's readings of one character's generated train items; the floors are chosen over
+    the readings of all the book's characters when an agent opens (`reveriemem.inference.calibration`)."""
     part = partition_of(context)
     if part.outside_book(context):
         return dg.Output(frame([], READER_CALIBRATION), metadata={"in_book": False})
@@ -78,14 +80,14 @@ def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingMod
     store = MemoryStore.for_home()
     reader = MemoryReader(book.slug, character.slug, embedder.embedder(), store.uri)
     agent = ReverieInference(reader, open_model("none"), character, compiled=False)
-    calibration = calibrate_reader(agent, items, f"generated items of {book.slug} for {character.name}, train part",
-                                   progress=context.log.info)
-    row = {"book": book.slug, "character": character.slug, **calibration.to_dict()}
-    return dg.Output(frame([row], READER_CALIBRATION), metadata={
-        "in_book": True, "n_train": calibration.n_train, "option_floor": calibration.option_floor,
-        "question_floor": calibration.question_floor, "ratio_floor": calibration.ratio_floor,
-        "kbf_train": calibration.kbf_train,
-        "calibrated": calibration.calibrated, "source": calibration.source})
+    source = f"generated items of {book.slug} for {character.name}, train part"
+    read = read_train_items(agent, items, progress=context.log.info)
+    rows = [reading.to_row(book.slug, character.slug, item.id, source) for item, reading in read]
+    mine = calibration_of([reading for _, reading in read], source)
+    return dg.Output(frame(rows, READER_CALIBRATION), metadata={
+        "in_book": True, "n_train": len(rows), "reader": READER_VERSION,
+        "floors_of_this_character_alone": dg.MetadataValue.json(
+            {k: mine.to_dict()[k] for k in ("option_floor", "ratio_floor", "question_floor", "kbf_train")})})
 
 
 class EvaluationConfig(dg.Config):

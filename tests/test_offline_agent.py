@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from eval.items import gold_items, render_question
 from eval.matching import matched_letter
 from reveriemem.core.demo import demo_gold
-from reveriemem.inference.offline import DEFAULT_CALIBRATION, load_calibration, parse_options, quoted
+from reveriemem.inference.calibration import DEFAULT_CALIBRATION, load_calibration
+from reveriemem.inference.offline import parse_options, quoted
 from reveriemem_dagster.cli import main
 
 

@@ -6,12 +6,13 @@ free-form question is never answered with a line that only shares a name."""
 
 from __future__ import annotations
 
+from reveriemem.inference.calibration import ReaderCalibration, TrainReading, calibration_of
 from reveriemem.inference.offline import (
     REFUSAL,
     UNKNOWN,
     BookEvidence,
     OfflineReasoner,
-    ReaderCalibration,
+    joined,
     parse_options,
     quoted,
 )
@@ -111,3 +112,61 @@ def test_ask_refuses_rather_than_answer_beside_the_point_on_the_demo(built_demo)
     reply = json.loads(result.output)
     assert reply["trace"]["stop_reason"] == "refusal", reply["reply"]
     assert "muster" not in reply["reply"] and reply["trace"]["used_facts"] == []
+
+
+# A telegram and its answer, told in three sentences: the answer is read with the question's context
+# only when the reader takes what follows a sentence closely, not just the very next sentence.
+TELEGRAM = [
+    ("I telegraphed to the head of the police at Cleveland about the marriage of Enoch Drebber.", 0, 90),
+    ("The answer was conclusive.", 91, 117),
+    ("It told me that Drebber had sought the protection of the law against an old rival in love.", 118, 208),
+    ("Lestrade went home by cab that night.", 900, 937),
+]
+TELEGRAM_QUESTION = ("Mr. Holmes, what did the answer to your telegram to the Cleveland police tell you about Drebber? "
+                     "A) he had sold his mills B) he was wanted for fraud C) he had sought the law's protection "
+                     "against a rival in love D) he had left a wife E) I cannot answer.")
+
+
+def telegram_fact(i: int) -> dict[str, object]:
+    text, start, end = TELEGRAM[i]
+    return {"fact_id": f"t{i}", "text": text, "evidence": text, "source_start": start, "source_end": end}
+
+
+def telegram_reasoner() -> OfflineReasoner:
+    texts = [t for t, _, _ in TELEGRAM]
+    return OfflineReasoner(BookEvidence(texts, spans=[(a, b) for _, a, b in TELEGRAM]), CAL, ["Sherlock Holmes"])
+
+
+def test_a_sentence_is_read_with_all_that_follows_it_closely() -> None:
+    texts = [t for t, _, _ in TELEGRAM]
+    read = joined(texts, [(a, b) for _, a, b in TELEGRAM])
+    assert TELEGRAM[1][0] in read[0] and TELEGRAM[2][0] in read[0]  # both sentences told right after it
+    assert TELEGRAM[3][0] not in read[2] and read[3] == TELEGRAM[3][0]  # far away: read alone
+
+
+def test_the_character_reads_its_facts_with_what_it_knows_follows_them_as_the_book_does() -> None:
+    asked = parse_options(TELEGRAM_QUESTION)
+    pool = [telegram_fact(0), telegram_fact(3)]  # retrieval found the telegram, not its answer
+    known_after = {"t0": [telegram_fact(1), telegram_fact(2)]}  # what the reader says the character knows next
+    decision = telegram_reasoner().decide(asked, pool, [], known_after)
+    assert decision.stop == "option" and decision.reply.startswith("(C)")
+    assert decision.detail["ratio"] == 1.0  # the character's reading equals the whole book's
+    # without what follows, the memory holds only part of the book's support: the answer is refused
+    alone = telegram_reasoner().decide(asked, pool, [])
+    assert alone.stop == "refusal"
+
+
+def reading(split: str, ratio: float, right: bool = True) -> TrainReading:
+    return TrainReading(split, "A", "A" if right else "B", ratio, 1.0, 0.0, False)
+
+
+def test_the_floors_are_chosen_over_every_characters_readings_together() -> None:
+    # one character's readings alone put the ratio floor just above its only hard refusal (0.5);
+    # pooled with another's, whose refusals reach 0.8, the floor rises above both
+    first = [reading("KRf", 1.0), reading("KRf", 0.95), reading("KR", 0.5), reading("KR", 0.1)]
+    second = [reading("KRf", 1.0), reading("KRf", 0.9), reading("KR", 0.8), reading("KR", 0.2)]
+    alone = calibration_of(first * 2, "one")
+    pooled = calibration_of(first + second, "two")
+    assert 0.5 < alone.ratio_floor <= 0.95 and alone.calibrated
+    assert 0.8 < pooled.ratio_floor <= 0.9 and pooled.n_train == 8
+    assert not calibration_of(first[:2], "too few").calibrated  # too few readings: the default floors

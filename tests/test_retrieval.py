@@ -478,3 +478,18 @@ def test_demo_story_pool_and_lancedb_query_agree_for_every_character(monkeypatch
                         _assert_same(*both(True, probe, as_of, excluded))
                         identical += 1
     assert strict or identical > 0
+
+
+def test_what_follows_a_fact_is_read_only_from_what_the_character_knows(uri):
+    """`follow` gives each fact the facts told closely after it: never one outside the character's
+    visibility (Ben's secret sits between Ada's two facts), nor one she learns after `as_of`."""
+    reader = MemoryReader(BOOK, "ada", EMBEDDER, uri=uri)
+    first, third = reader.vis_retrieve(["lighthouse key chandler"], k=1), reader.vis_retrieve(["harbourmaster dawn"], k=1)
+    assert _ids(first) == ["tale:f01"] and _ids(third) == ["tale:f03"]
+    after = reader.follow(first + third, gap=200)
+    assert _ids(after["tale:f01"]) == ["tale:f03"]  # f02, told in between, is Ben's alone
+    assert _ids(after["tale:f03"]) == ["tale:f04"]  # the account Ada hears read out later
+    assert "tale:f03" not in reader.follow(third, gap=200, as_of=1000)  # ...not yet hers at 1000
+    assert reader.follow(first, gap=10) == {}  # nothing that close
+    ben = MemoryReader(BOOK, "ben", EMBEDDER, uri=uri)
+    assert _ids(ben.follow(ben.vis_retrieve([SECRET], k=1), gap=200)["tale:f02"]) == ["tale:f03"]

@@ -296,18 +296,20 @@ KBF_ITEMS = pa.schema(
     ]
 )
 
-READER_CALIBRATION = pa.schema(
+READER_CALIBRATION = pa.schema(  # one row per train item read: the floors are chosen over the book's rows
     [
         ("book", pa.string()),
         ("character", pa.string()),  # character slug
-        ("reader", pa.string()),  # the offline reader version the floors were calibrated for
-        ("option_floor", pa.float64()),
-        ("question_floor", pa.float64()),
-        ("ratio_floor", pa.float64()),  # the least share of the whole book's support the memory must hold
-        ("n_train", pa.int32()),  # generated train items calibrated on
-        ("kbf_train", pa.float64()),
-        ("calibrated", pa.bool_()),  # False: the default floors (too few train items)
+        ("item_id", pa.string()),  # the generated train item read
+        ("reader", pa.string()),  # the offline reader version that read it
         ("source", pa.string()),
+        ("split", pa.string()),  # KRf or KR
+        ("gold", pa.string()),
+        ("best", pa.string()),  # the option the character's memory supports best
+        ("support", pa.float64()),  # its support in the character's memory
+        ("book_support", pa.float64()),  # the best support the whole book gives any option
+        ("share", pa.float64()),  # the free-form reading's context share (0 when not on point)
+        ("on_point", pa.bool_()),  # the free-form answer's fact states the item's fact or gold option
     ]
 )
 

@@ -34,6 +34,7 @@ the agent uses, so tests can stand in for stored memory.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import sys
 import threading
@@ -272,6 +273,29 @@ class MemoryReader:
             out.append(row)
             if len(out) == k:
                 break
+        return out
+
+    def follow(self, rows: Iterable[Mapping[str, Any]], gap: int,
+               as_of: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """For each fact row, the facts the character knows (by `as_of`) that the book tells within `gap`
+        characters after it ends, in story order: a sentence read with what follows it. Keyed by the
+        row's `fact_id`; rows with nothing close after them are left out. One query, the bound inside it."""
+        ends = {str(r["fact_id"]): int(r["source_end"]) for r in rows
+                if r.get("fact_id") is not None and r.get("source_end") is not None}
+        if not ends:
+            return {}
+        ranges = " OR ".join(f"(source_start >= {e} AND source_start <= {e + gap})" for e in sorted(set(ends.values())))
+        where = f"{fact_filter(self.book, self.character, as_of)} AND ({ranges})"
+        found = self._facts.search().where(where).select(self._fact_columns).limit(None).to_arrow().to_pylist()
+        found = [r for r in found if self._own(r, as_of) is not None]
+        found.sort(key=lambda r: (int(r.get("source_start") or 0), str(r.get("fact_id"))))
+        starts = [int(r.get("source_start") or 0) for r in found]
+        out: dict[str, list[dict[str, Any]]] = {}
+        for fact_id, end in ends.items():
+            after = [r for r in found[bisect.bisect_left(starts, end):bisect.bisect_right(starts, end + gap)]
+                     if str(r.get("fact_id")) != fact_id]
+            if after:
+                out[fact_id] = after
         return out
 
     # -------------------------------------------------------- personality track

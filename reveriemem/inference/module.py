@@ -58,15 +58,14 @@ from reveriemem.core.characters import Character
 from reveriemem.core.embeddings import Embedder
 from reveriemem.core.errors import ModelOutputError, ReverieMemError
 from reveriemem.core.registry import Book
+from reveriemem.inference.calibration import DEFAULT_CALIBRATION, ReaderCalibration, load_calibration
 from reveriemem.inference.compiled import PREDICTORS, demos_of, load_compiled, load_default
 from reveriemem.inference.emotion_track import AgentState, emotion_gate, emotion_transition
 from reveriemem.inference.memory_reader import MemoryReader, Reader, score_of, similarity_of
 from reveriemem.inference.offline import (
-    DEFAULT_CALIBRATION,
     EXTRACTIVE_METHOD,
+    NEIGHBOUR_GAP,
     OfflineReasoner,
-    ReaderCalibration,
-    load_calibration,
     load_rarity,
     parse_options,
 )
@@ -256,7 +255,8 @@ class ReverieInference(dspy.Module):
             option_probes = [f"{asked.text} {text}" for text in asked.answers.values()]
             reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes, *probes])
             personality = track.decide(run, question, lines, state, as_of)
-            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored)
+            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored,
+                                                              self._following(reader, reasoning.pool, as_of))
             reply, used, offline = decision.reply, decision.used, decision.detail
             reasoning.stop_reason = decision.stop
         elif self.inline_personality:
@@ -284,6 +284,15 @@ class ReverieInference(dspy.Module):
                     probes=list(probes))
         self.state = pred.state
         return Turn(question=" ".join(question.split()), reply=pred.reply, state=pred.state, trace=pred.trace)
+
+    def _following(self, reader: Reader, pool: Sequence[dict[str, Any]], as_of: int | None) -> dict[str, Any]:
+        """The next fact the character knows after each pool fact, when the book tells it close after
+        (`MemoryReader.follow`); a reader that cannot say gives none."""
+        follow = getattr(reader, "follow", None)
+        if follow is None or not pool:
+            return {}
+        with self.tools.reader_lock:
+            return dict(follow(pool, NEIGHBOUR_GAP, as_of))
 
     def _who(self, character: Character) -> str:
         others = [a for a in character.aliases if a != character.name]

@@ -19,21 +19,24 @@ book's entity table), so "the doctor" or "Mr. Holmes" meets the facts naming Liv
   and all its asked words but a few; a fact that only shares a name, or misses what is asked
   about ("said the captain shortly" to "Who killed the captain?"), is not an answer. Below the question floor it refuses the same two ways, by the whole book.
 
-The floors are calibrated per book and character on generated train items when the memory is
-built (the `reader_calibration` asset) and read from storage (`load_calibration`); an older build
-without them uses `DEFAULT_CALIBRATION`, and the trace says which was used.
+The floors are calibrated per book, on the generated train items of all its focus characters,
+when the memory is built (`reveriemem.inference.calibration`: the `reader_calibration` asset
+stores the readings, `load_calibration` chooses the floors); an older build uses the default
+floors, and the trace says which were used.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from reveriemem.core.errors import RegistryError, StorageError
 from reveriemem.core.registry import load_book
 from reveriemem.core.storage import MemoryStore, PartitionRef
+from reveriemem.inference.calibration import READER_VERSION, ReaderCalibration
 from reveriemem.inference.memory_reader import similarity_of
 from reveriemem.inference.offline_reader import (
     NO_FOLDING,
@@ -48,7 +51,6 @@ from reveriemem.inference.offline_reader import (
 from reveriemem.inference.trace import AnchoredScene
 from reveriemem.inference.turn_text import clip
 
-READER_VERSION = "offline-reader-v4"  # a stored calibration of another version is not used
 EXTRACTIVE_METHOD = f"heuristic:{READER_VERSION}"
 MIN_SCORE = 0.3  # kept for callers that pass it: the least cosine similarity of a fact worth quoting
 REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."  # the book answers, my memory does not
@@ -58,54 +60,20 @@ QUOTE_WORDS = 60
 NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
 
 
-@dataclass(frozen=True)
-class ReaderCalibration:
-    """The offline reasoner's floors and where they came from."""
-
-    option_floor: float  # below this best support of any option in the whole book, nothing answers
-    question_floor: float  # a free-form answer is given only when its context share is above this
-    source: str
-    ratio_floor: float = 0.5  # an option is chosen only when its bounded support is at least this share of the book's
-    n_train: int = 0
-    kbf_train: float | None = None
-    calibrated: bool = True
-    reader: str = READER_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-DEFAULT_CALIBRATION = ReaderCalibration(
-    option_floor=0.05, question_floor=0.5, ratio_floor=0.6, calibrated=False,
-    source="default floors: no calibration of this reader is stored with the build (rebuild the book)")
-
-
-def load_calibration(book: str, character: str, store: MemoryStore | None = None) -> ReaderCalibration:
-    """The calibration stored with the build of `book` for `character`, else `DEFAULT_CALIBRATION`."""
-    store = store or MemoryStore.for_home()
-    try:
-        rows = store.read("reader_calibration", PartitionRef(book, character)).to_dicts()
-    except StorageError:
-        return DEFAULT_CALIBRATION
-    row = rows[0] if rows else None
-    if row is None or row.get("reader") != READER_VERSION:
-        return DEFAULT_CALIBRATION
-    return ReaderCalibration(option_floor=float(row["option_floor"]), question_floor=float(row["question_floor"]),
-                             ratio_floor=float(row.get("ratio_floor") or DEFAULT_CALIBRATION.ratio_floor),
-                             source=str(row["source"]), n_train=int(row["n_train"] or 0),
-                             kbf_train=row.get("kbf_train"), calibrated=bool(row.get("calibrated", True)))
-
-
 def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
-    """Each passage with the next one in story order when that one follows it closely in the book
-    (at most `NEIGHBOUR_GAP` characters between them): a sentence and the next, as the book tells
-    them, read together ("I was struck on the shoulder by a Jezail bullet" / "... at Maiwand")."""
-    order = sorted(range(len(passages)), key=lambda i: (spans[i][0] is None, spans[i][0] or 0))
+    """Each passage with the passages the book tells within `NEIGHBOUR_GAP` characters after it ends,
+    in story order: a sentence and what follows it, read together ("I telegraphed to Cleveland" /
+    "The answer was conclusive." / "It told me that Drebber had applied for the protection of the law")."""
+    order = sorted((i for i in range(len(passages)) if spans[i][0] is not None), key=lambda i: spans[i][0] or 0)
+    starts = [spans[i][0] or 0 for i in order]
     out = list(passages)
-    for here, after in zip(order, order[1:]):
-        end, start = spans[here][1], spans[after][0]
-        if end is not None and start is not None and 0 <= start - end <= NEIGHBOUR_GAP:
-            out[here] = f"{passages[here]} {passages[after]}"
+    for i, (_, end) in enumerate(spans):
+        if end is None:
+            continue
+        lo, hi = bisect.bisect_left(starts, end), bisect.bisect_right(starts, end + NEIGHBOUR_GAP)
+        after = [passages[j] for j in order[lo:hi] if j != i]
+        if after:
+            out[i] = " ".join([passages[i], *after])
     return out
 
 
@@ -236,15 +204,23 @@ class OfflineReasoner:
         self.names = list(names)
         self.ignored = [self.folding.apply(n) for n in self.names] + self.names
 
-    def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene]) -> SupportIndex:
-        """The pool's facts (each with the next pool fact that follows it closely in the book) and the
-        character's own scene notes, as passages; a passage's index is its fact's index in `pool`."""
+    def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene],
+               after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> SupportIndex:
+        """The pool's facts and the character's own scene notes, as passages; a passage's index is its
+        fact's index in `pool`. Each fact is read with the next fact the character knows that follows it
+        closely in the book (`after`, by fact id: `MemoryReader.follow`), as the whole book is read; without
+        it, with the next pool fact that does."""
         facts = joined([self.folding.apply(fact_passage(row)) for row in pool], [_span(row) for row in pool])
+        for i, row in enumerate(pool):
+            following = (after or {}).get(str(row.get("fact_id")))
+            if following:
+                facts[i] = self.folding.apply(" ".join([fact_passage(row), *map(fact_passage, following)]))
         passages = facts + [self.folding.apply(s.note) for s in anchored]
         return SupportIndex(passages, self.rarity or Rarity(passages), window=1)
 
     def compare_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
-                        anchored: Sequence[AnchoredScene]) -> Comparison:
+                        anchored: Sequence[AnchoredScene],
+                        after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Comparison:
         """The best-supported answer option in memory and the whole book's best support (no decision yet)."""
         answers = {k: self.folding.apply(v) for k, v in question.answers.items()}
         text = self.folding.apply(question.text)
@@ -252,7 +228,7 @@ class OfflineReasoner:
         if not pool and not anchored:
             reading = OptionReading(None, first, 0.0)
         else:
-            support = self._index(pool, anchored).support(text, answers, self.ignored)
+            support = self._index(pool, anchored, after).support(text, answers, self.ignored)
             letter, score = best_option(support)
             reading = OptionReading(letter, letter, score, support[letter].passage)
         if self.book is None:
@@ -287,14 +263,15 @@ class OfflineReasoner:
             return bool(rarest) and rarest <= words and len(asked - words) <= spare
         return holds
 
-    def compare_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> Comparison:
+    def compare_question(self, question: str, pool: Sequence[Mapping[str, Any]],
+                         after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Comparison:
         """The pool fact best supporting a free-form question, its context share, and the whole book's best."""
         text = self.folding.apply(question)
         rarest = self._rarest(text)
         holds = self._holds(text, rarest)
         reading, on_point = OptionReading(None, "", 0.0), False
         if pool:
-            index = self._index(pool, [])
+            index = self._index(pool, [], after)
             shares = index.context(text, self.ignored)
             if shares:
                 best = max(shares, key=lambda i: (holds(index.passages[i]), round(shares[i], 6),
@@ -332,11 +309,12 @@ class OfflineReasoner:
         return REFUSAL if compared.book > floor and on_point else UNKNOWN
 
     def decide(self, question: Question, pool: Sequence[Mapping[str, Any]],
-               anchored: Sequence[AnchoredScene]) -> OfflineDecision:
+               anchored: Sequence[AnchoredScene],
+               after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> OfflineDecision:
         cal = self.calibration
         detail: dict[str, Any] = {"reader": READER_VERSION, "calibration": cal.to_dict()}
         if question.options and question.answers:
-            compared = self.compare_options(question, pool, anchored)
+            compared = self.compare_options(question, pool, anchored, after)
             reading = compared.reading
             letter = self.option_letter(compared)
             fact = _fact_at(pool, reading.passage) if letter else None
@@ -349,7 +327,7 @@ class OfflineReasoner:
             why = self.refusal(compared, cal.option_floor)
             reply = f"({question.refusal}) {question.options[question.refusal]} {why}" if question.refusal else why
             return OfflineDecision(reply, [], "refusal", detail)
-        compared = self.compare_question(question.text, pool)
+        compared = self.compare_question(question.text, pool, after)
         where = compared.reading.passage
         detail.update(support=round(compared.reading.support, 4), book=round(compared.book, 4),
                       on_point=compared.on_point, floor=cal.question_floor,
