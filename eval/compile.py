@@ -77,7 +77,7 @@ OPTIMIZERS = {"bootstrap": "BootstrapFewShot", "mipro": "MIPROv2"}
 SUMMARY_SUFFIX = ".compiled.json"  # beside a compiled program: <stem>.compiled.json
 RUN_SUMMARY = "compiled.json"  # in a run folder
 BLOCK_KEYS = ("before", "after", "split", "optimizer", "model", "train", "heldout", "program", "max_demos", "demos",
-              "note", "created")
+              "calls", "note", "created")
 MIPRO_CANDIDATES = 2  # instruction and demo-set candidates per predictor (MIPROv2)
 MIPRO_TRIALS = 4
 
@@ -206,8 +206,9 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
         optimizer = "bootstrap"
     memory = BookMemory(book, embedder, uri)
     plain = student(book, handle, embedder, max_rounds=max_rounds, memory=memory)
+    calls = _CallCounter(handle)
     before = evaluate(plain, heldout, say, "before")
-    say(f"before: {_line(before.scores)}")
+    say(f"before: {_line(before.scores)}; {calls.take('before')}")
 
     # the teacher's calls must run their predictors to be traced: no persistent cache while compiling;
     # a reply that never parses fails its item (an error per train item is allowed)
@@ -229,7 +230,8 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
                                                  max_labeled_demos=0, max_rounds=1, max_errors=allowed)
             compiled = teleprompter.compile(learner, trainset=train)
     compile_seconds = time.perf_counter() - started
-    say(f"compiled with {OPTIMIZERS[optimizer]} in {compile_seconds:.0f}s: demos {demos_of(compiled)}")
+    say(f"compiled with {OPTIMIZERS[optimizer]} in {compile_seconds:.0f}s: demos {demos_of(compiled)}; "
+        f"{calls.take('compile')}")
 
     out = out.expanduser().resolve()
     candidate = out.with_name(f".{out.stem}.candidate.json")
@@ -239,7 +241,7 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
         save_compiled(compiled, candidate, **about)
         loaded = student(book, handle, embedder, max_rounds=max_rounds, memory=memory, compiled=candidate)
         after = evaluate(loaded, heldout, say, "after")
-        say(f"after: {_line(after.scores)}")
+        say(f"after: {_line(after.scores)}; {calls.take('after')}")
         os.replace(candidate, out)
     finally:
         candidate.unlink(missing_ok=True)
@@ -252,12 +254,36 @@ def _compile(book: Book, handle: ModelHandle, embedder: Embedder, train_items: S
         "optimizer": OPTIMIZERS[optimizer], "model": model, "train": len(train), "heldout": len(heldout),
         "program": _shown(out), "max_demos": max_demos, "demos": demos_of(loaded), "note": note,
         "created": about["created"], "book": book.slug, "compile_seconds": round(compile_seconds, 1),
+        "calls": calls.phases,
         "answers": {"gold": {str(e.id): str(e.gold) for e in heldout}, "before": before.letters,
                     "after": after.letters},
     }
     summary = summary_path(out)
     _write_json(summary, block)
     return CompileOutcome(out, summary, compiled_block(summary) or block, loaded)
+
+
+class _CallCounter:
+    """Model calls, persistent-cache hits and tokens of each phase of a compilation (from the handle's usage)."""
+
+    KEYS = ("calls", "cached_calls", "failed_calls", "prompt_tokens", "completion_tokens", "latency_s")
+
+    def __init__(self, handle: ModelHandle) -> None:
+        self.handle = handle
+        self.last = self._now()
+        self.phases: dict[str, dict[str, int | float]] = {}
+
+    def _now(self) -> dict[str, int | float]:
+        summary = self.handle.usage.summary()
+        return {key: summary[key] for key in self.KEYS}  # type: ignore[misc]
+
+    def take(self, phase: str) -> str:
+        """Record what `phase` used since the last phase; a line for the progress output."""
+        now = self._now()
+        used = {key: round(now[key] - self.last[key], 3) for key in self.KEYS}
+        self.phases[phase], self.last = used, now
+        return (f"{used['calls']} model calls ({used['failed_calls']} failed, {used['cached_calls']} from the cache), "
+                f"{used['completion_tokens']} completion tokens")
 
 
 def _shown(path: Path) -> str:

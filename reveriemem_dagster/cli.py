@@ -403,6 +403,8 @@ def compile_command(book: str, lm: str, optimizer: str, train: int, heldout: int
         cells = [f"{100 * entry[k]:6.1f}" if entry.get(k) is not None else "     -" for k in ("krf_acc", "kr_acc", "kbf")]
         click.echo(f"{when:<8} {' '.join(cells)}  {entry['n_krf']}:{entry['n_kr']}")
     click.echo(f"Demos per prompt: {', '.join(f'{k} {v}' for k, v in block['demos'].items())}")
+    if block.get("calls"):
+        click.echo("Model calls: " + ", ".join(f"{phase} {used['calls']}" for phase, used in block["calls"].items()))
     if block.get("note"):
         click.echo(f"Note: {block['note']}")
     click.echo(f"Saved {outcome.program} (summary: {outcome.summary})")

@@ -28,7 +28,9 @@ from reveriemem.inference.memory_reader import MemoryReader
 from reveriemem.inference.module import ReverieInference
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem.models.cache import cache_key
+from reveriemem.serving import ServeConfig
 from reveriemem_dagster.cli import main
+from tests.test_serve import client, serving
 
 _local = threading.local()
 
@@ -95,6 +97,10 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
     assert {"before", "after", "split", "optimizer", "model", "train", "heldout"} <= set(block)
     assert block["split"] == "held-out" and block["optimizer"] == "BootstrapFewShot" and block["model"] == "fake"
     assert block["train"] == 4 and block["heldout"] == 4
+    assert list(block["calls"]) == ["before", "compile", "after"]  # model calls of each phase, from the handle
+    calls = {phase: used["calls"] for phase, used in block["calls"].items()}
+    assert calls["before"] >= 8 and calls["after"] >= 8  # Self-Probe and Memory-Fusion for each held-out item
+    assert calls["compile"] >= 4  # bootstrapping stops once two train traces passed: max_demos 2
     for when in ("before", "after"):
         assert {"krf_acc", "kr_acc", "kbf", "n_krf", "n_kr"} <= set(block[when]["reveriemem"])
     # the fake is right on held-out items only when the prompt carries demos: they reach the loaded program
@@ -134,7 +140,8 @@ def test_compiling_saves_demos_and_the_agent_loads_them(built_demo, tmp_path: Pa
 
 def test_ask_serves_the_saved_program_and_its_demos_reach_memory_fusion(built_demo, tmp_path: Path,
                                                                        monkeypatch) -> None:
-    """`reveriemem compile` saves the module; `reveriemem ask` loads it into the same class and answers with it."""
+    """`reveriemem compile` saves the module; `reveriemem ask` and `reveriemem serve` load it into the same
+    class and answer with it."""
     items, train, heldout = _items()
     fake = _fake(items, train, name="served")
     out = tmp_path / "served.json"
@@ -150,6 +157,10 @@ def test_ask_serves_the_saved_program_and_its_demos_reach_memory_fusion(built_de
         monkeypatch.setenv(COMPILED_ENV, str(out))
         before = len(fake.calls)
         served = CliRunner().invoke(main, ask)
+        after_ask = len(fake.calls)
+        with serving(ServeConfig(lm="fake:served")) as base:  # the OpenAI-compatible API's agents load it too
+            api = client(base).chat.completions.create(model=f"{DEMO_SLUG}/{item.character}",
+                                                       messages=[{"role": "user", "content": render_question(item)}])
     finally:
         unregister_fake("served")
     assert plain.exit_code == 0 and served.exit_code == 0, plain.output + served.output
@@ -160,9 +171,14 @@ def test_ask_serves_the_saved_program_and_its_demos_reach_memory_fusion(built_de
     assert plain_turn["method"] == "model:served"
     assert served_turn["method"] == "model:served+compiled:served.json"
     assert served_turn["trace"]["compiled"] == str(out.resolve())
-    fusion = [c for c in fake.calls[before:] if c.signature is MemoryFusion]
-    prompt = "\n".join(text for _, text in fusion[-1].messages)
-    assert any(str(d["question"]).splitlines()[0] in prompt for d in demos)  # a saved demo, in the prompt
+    for calls in (fake.calls[before:after_ask], fake.calls[after_ask:]):  # ask, then serve
+        fusion = [c for c in calls if c.signature is MemoryFusion]
+        prompt = "\n".join(text for _, text in fusion[-1].messages)
+        assert any(str(d["question"]).splitlines()[0] in prompt for d in demos)  # a saved demo, in the prompt
+    served_api = api.model_extra["reveriemem"]["trace"]
+    assert matched_letter(api.choices[0].message.content or "", item) == item.gold
+    assert served_api["method"] == "model:served+compiled:served.json"
+    assert served_api["compiled"] == str(out.resolve())
 
 
 def test_a_stale_compiled_file_is_never_loaded(built_demo, tmp_path: Path, monkeypatch, caplog) -> None:
@@ -228,6 +244,7 @@ def test_compile_command_prints_before_and_after(built_demo, tmp_path: Path) -> 
         assert result.exit_code == 0, result.output
         assert "BootstrapFewShot on 2 train items" in result.output and "model compiler" in result.output
         assert "before" in result.output and "after" in result.output and f"Saved {out}" in result.output
+        assert "Model calls: before " in result.output
         assert out.is_file() and summary_path(out).is_file()
         result = CliRunner().invoke(main, ["compile", DEMO_SLUG, "--lm", "none", "--out", str(out), "-q"])
         assert result.exit_code == 1 and "needs a language model" in result.output

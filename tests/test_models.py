@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import threading
 import time
 from pathlib import Path
@@ -122,6 +123,20 @@ def test_gguf_handle_loads_nothing_until_called(tmp_path: Path) -> None:
     assert handle.lm is not None and handle.lm.supports_response_schema
     assert "response_format" in handle.lm.supported_params
     handle.close()
+
+
+def test_local_models_compute_with_the_threads_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """REVERIEMEM_LM_THREADS keeps a local GGUF model to fewer cores than the machine has (a shared machine)."""
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.delenv("REVERIEMEM_LM_THREADS", raising=False)
+    assert LlamaCppEngine(model).n_threads == (os.cpu_count() or 1)
+    monkeypatch.setenv("REVERIEMEM_LM_THREADS", "1")
+    assert LlamaCppEngine(model).n_threads == 1
+    assert LlamaCppEngine(model, n_threads=3).n_threads == 3  # an explicit argument wins
+    monkeypatch.setenv("REVERIEMEM_LM_THREADS", "all")
+    with pytest.raises(ModelUnavailableError, match="REVERIEMEM_LM_THREADS must be a positive number"):
+        open_model(f"gguf:{model}")
 
 
 def test_other_strings_go_to_litellm_without_keys_in_sight(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,15 +81,26 @@ def model_cache_enabled() -> bool:
 
 
 LM_MAX_TOKENS_ENV = "REVERIEMEM_LM_MAX_TOKENS"
+LM_THREADS_ENV = "REVERIEMEM_LM_THREADS"
 
 
 def lm_max_tokens() -> int | None:
     """The cap on a model call's completion tokens from `REVERIEMEM_LM_MAX_TOKENS` (None: each backend's default)."""
-    raw = os.environ.get(LM_MAX_TOKENS_ENV, "").strip()
+    return _count(LM_MAX_TOKENS_ENV, "tokens")
+
+
+def lm_threads() -> int | None:
+    """CPU threads a local GGUF model computes with, from `REVERIEMEM_LM_THREADS` (None: one per core)."""
+    return _count(LM_THREADS_ENV, "threads")
+
+
+def _count(name: str, unit: str) -> int | None:
+    """A positive whole number from the environment variable `name`, or None when it is not set."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
         return None
     if not raw.isdigit() or int(raw) < 1:
-        raise ModelUnavailableError(f"{LM_MAX_TOKENS_ENV} must be a positive number of tokens, not {raw!r}.")
+        raise ModelUnavailableError(f"{name} must be a positive number of {unit}, not {raw!r}.")
     return int(raw)
 
 

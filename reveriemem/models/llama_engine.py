@@ -23,6 +23,8 @@ from typing import Any
 from dspy import lm15
 from dspy.clients.engines.base import validate_request
 
+from reveriemem.core import settings
+
 logger = logging.getLogger(__name__)
 
 PROVIDER = "llamacpp"
@@ -53,7 +55,7 @@ class LlamaCppEngine:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.stem
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads or settings.lm_threads() or os.cpu_count() or 1
         # llama.cpp's extra CPU buffer types (AMX, repacked weights). With them,
         # llama-cpp-python 0.3.36 crashed (SIGSEGV in ggml_backend_amx_mul_mat)
         # on the project's AMX-capable machines, so they are off where the CPU has AMX.
