@@ -105,6 +105,7 @@ def timeline(spans: list[tuple[str, float, float]], latency: float) -> list[dict
 
 def stored_tables(home: str) -> dict[str, Any]:
     """Every asset's rows for the demo's book and character partitions, keyed by asset and partition."""
+    from assets import CHARACTER_ASSETS
     from reveriemem.core.demo import DEMO_SLUG
     from reveriemem.core.errors import StorageError
     from reveriemem.core.registry import load_book
@@ -112,12 +113,15 @@ def stored_tables(home: str) -> dict[str, Any]:
     from reveriemem.core.settings import environment
     from reveriemem.core.storage import MemoryStore, PartitionRef
 
+    per_character = {a.key.to_user_string() for a in CHARACTER_ASSETS}
     tables: dict[str, Any] = {}
     with environment(REVERIEMEM_HOME=home, REVERIEMEM_LANCEDB_URI=None):
         store = MemoryStore.for_home(home)
-        parts = [PartitionRef(DEMO_SLUG)] + [PartitionRef(DEMO_SLUG, c.slug) for c in load_book(DEMO_SLUG).characters]
+        characters = [PartitionRef(DEMO_SLUG, c.slug) for c in load_book(DEMO_SLUG).characters]
         for asset in sorted(BY_ASSET):
-            for part in parts:
+            # a per-character table read by book alone would mix the characters' rows in the order their
+            # runs (at once) finished: each character's partition is compared instead
+            for part in characters if asset in per_character else [PartitionRef(DEMO_SLUG)] + characters:
                 try:
                     frame = store.read(asset, part)
                 except StorageError:
@@ -192,6 +196,12 @@ def main() -> None:
                            f"{'met' if speed >= TARGET and not differing else 'MISSED'}")
         if verdict:
             print(verdict)
+        chain = results[-1]["model_bound"] / args.latency if args.latency > 0 else 0.0
+        if chain:
+            print(f"at concurrency {levels[-1]} the model-bound time is {chain:.1f} rounds of {args.latency} s for "
+                  f"{results[-1]['calls']} calls: calls that waited for an earlier answer (or an earlier step); "
+                  f"more concurrency cannot shorten it, so {results[-1]['calls'] / chain:.1f}x is the ceiling of "
+                  f"the model-bound speed-up for this book")
         print(f"\ncalls over time at concurrency {levels[-1]} (seconds from the build's start; 'rounds': the "
               f"program's model-bound time over the latency, i.e. how many calls had to wait for an earlier one)")
         print(f"{'program':>26} | {'calls':>5} | {'first s':>7} | {'last s':>7} | {'rounds':>6}")
