@@ -16,20 +16,12 @@ from reveriemem.core.storage import MemoryStore, PartitionRef
 from reveriemem.models import FakeModel, register_fake, unregister_fake
 from reveriemem.source_to_memory.estimate import plausible_answer
 from reveriemem_dagster.build import build_book
+from tests.test_build_resume import TWO_CHARACTERS
 
 SLUG = "ledger"
 CHARACTERS = ["mara-quell", "tobin-reddick"]
 BOOK_ASSETS = [scenes.scenes, scenes.utterances, scenes.scene_rosters]
 CHARACTER_ASSETS = [scenes.character_scenes, episodic.episodes]
-TWO_CHARACTERS = """characters:
-  - name: Mara Quell
-    aliases: [Mara, Quell, Miss Quell]
-    gender: female
-  - name: Tobin Reddick
-    aliases: [Tobin, Reddick, Wick]
-    descriptors: [the apprentice]
-    gender: male
-"""
 
 
 def _build(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, concurrency: int) -> dict[str, Any]:
