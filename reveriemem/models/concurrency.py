@@ -27,6 +27,14 @@ Each worker runs its call in a copy of the caller's `contextvars` context, so
 DSPy's settings made with `dspy.context` in the caller (adapter, usage
 tracker) hold in the worker; `dspy.configure` is never called from a worker.
 
+One bound for the process: every call of `run_program` holds one of
+`concurrency_for(handle)` slots of its model (`call_slot`) while it is in
+the model, so several pools at once (the characters of a build, built at
+once by `reveriemem_dagster.parallel_runs`) never have more calls in flight
+than the setting; the slot reports the calls in flight to the progress
+display. `run_at_once` is the pool itself, for any work: the build runs its
+characters' Dagster runs with it.
+
 Rate limits, per model name and process-wide (`rate_limiter(name)`):
 `REVERIEMEM_MAX_RPM` requests per minute and `REVERIEMEM_MAX_TPM` tokens per
 minute, over a sliding 60-second window; tokens are counted from the usage
