@@ -50,20 +50,24 @@ def build_once(latency: float) -> dict[str, Any]:
 
     lock = threading.Lock()
     active = [0, 0.0, 0.0]  # calls in the model now, since when one has been, seconds with one or more
+    spans: list[tuple[str, float, float]] = []  # (signature, start, end) of every call, from the build's start
 
     def answer(signature: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+        start = time.monotonic()
         with lock:
             if active[0] == 0:
-                active[1] = time.monotonic()
+                active[1] = start
             active[0] += 1
         try:
             time.sleep(latency)
             return plausible_answer(signature, inputs)
         finally:
             with lock:
+                end = time.monotonic()
                 active[0] -= 1
                 if active[0] == 0:
-                    active[2] += time.monotonic() - active[1]
+                    active[2] += end - active[1]
+                spans.append((getattr(signature, "__name__", "other"), start - began, end - began))
 
     most = [0]
 
@@ -82,11 +86,26 @@ def build_once(latency: float) -> dict[str, Any]:
     for call in fake.calls:
         by_step[call.label or "other"] = by_step.get(call.label or "other", 0) + 1
     return {"seconds": seconds, "model_bound": active[2], "calls": len(fake.calls), "runs": report.runs, "most_in_flight": most[0],
-            "by_step": by_step}
+            "by_step": by_step, "timeline": timeline(spans, latency)}
+
+
+def timeline(spans: list[tuple[str, float, float]], latency: float) -> list[dict[str, Any]]:
+    """Per program, in order of its first call: calls, first start, last end, rounds (its model-bound time / latency)."""
+    out: list[dict[str, Any]] = []
+    for name in sorted({n for n, _, _ in spans}, key=lambda n: min(s for m, s, _ in spans if m == n)):
+        mine = sorted((s, e) for m, s, e in spans if m == name)
+        busy, until = 0.0, float("-inf")
+        for start, end in mine:
+            busy += max(0.0, end - max(start, until))
+            until = max(until, end)
+        out.append({"program": name, "calls": len(mine), "first": mine[0][0], "last": max(e for _, e in mine),
+                    "rounds": busy / latency if latency > 0 else 0.0})
+    return out
 
 
 def stored_tables(home: str) -> dict[str, Any]:
     """Every asset's rows for the demo's book and character partitions, keyed by asset and partition."""
+    from assets import CHARACTER_ASSETS
     from reveriemem.core.demo import DEMO_SLUG
     from reveriemem.core.errors import StorageError
     from reveriemem.core.registry import load_book
@@ -94,12 +113,15 @@ def stored_tables(home: str) -> dict[str, Any]:
     from reveriemem.core.settings import environment
     from reveriemem.core.storage import MemoryStore, PartitionRef
 
+    per_character = {a.key.to_user_string() for a in CHARACTER_ASSETS}
     tables: dict[str, Any] = {}
     with environment(REVERIEMEM_HOME=home, REVERIEMEM_LANCEDB_URI=None):
         store = MemoryStore.for_home(home)
-        parts = [PartitionRef(DEMO_SLUG)] + [PartitionRef(DEMO_SLUG, c.slug) for c in load_book(DEMO_SLUG).characters]
+        characters = [PartitionRef(DEMO_SLUG, c.slug) for c in load_book(DEMO_SLUG).characters]
         for asset in sorted(BY_ASSET):
-            for part in parts:
+            # a per-character table read by book alone would mix the characters' rows in the order their
+            # runs (at once) finished: each character's partition is compared instead
+            for part in characters if asset in per_character else [PartitionRef(DEMO_SLUG)] + characters:
                 try:
                     frame = store.read(asset, part)
                 except StorageError:
@@ -174,6 +196,18 @@ def main() -> None:
                            f"{'met' if speed >= TARGET and not differing else 'MISSED'}")
         if verdict:
             print(verdict)
+        chain = results[-1]["model_bound"] / args.latency if args.latency > 0 else 0.0
+        if chain:
+            print(f"at concurrency {levels[-1]} the model-bound time is {chain:.1f} rounds of {args.latency} s for "
+                  f"{results[-1]['calls']} calls: calls that waited for an earlier answer (or an earlier step); "
+                  f"more concurrency cannot shorten it, so {results[-1]['calls'] / chain:.1f}x is the ceiling of "
+                  f"the model-bound speed-up for this book")
+        print(f"\ncalls over time at concurrency {levels[-1]} (seconds from the build's start; 'rounds': the "
+              f"program's model-bound time over the latency, i.e. how many calls had to wait for an earlier one)")
+        print(f"{'program':>26} | {'calls':>5} | {'first s':>7} | {'last s':>7} | {'rounds':>6}")
+        for row in results[-1]["timeline"]:
+            print(f"{row['program']:>26} | {row['calls']:>5} | {row['first']:>7.1f} | {row['last']:>7.1f} | "
+                  f"{row['rounds']:>6.1f}")
     finally:
         for home in homes:
             shutil.rmtree(home, ignore_errors=True)

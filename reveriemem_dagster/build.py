@@ -14,9 +14,13 @@ model cache makes a redone partition call the model only for what is not
 cached, i.e. the failed scenes.
 
 A build is one Dagster run for the book-level assets and then one per focus
-character, launched one after the other through the project's instance from
-the calling process (never from inside a run); Dagster orders the assets of a
-run, and `graphlib` orders the report.
+character, launched through the project's instance from the calling process
+(never from inside a run). The characters' runs depend on the book-level run
+only, so they run at once, each in its own thread (`reveriemem_dagster.
+parallel_runs`: as many as model calls may be in flight, one at a time for a
+model that answers one call at a time); the report lists them in plan order
+whatever order they finished in. Dagster orders the assets of a run, and
+`graphlib` orders the report.
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ from reveriemem.core.errors import FAILED_STEP_NOTE
 from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import BY_ASSET
 from reveriemem.core.storage import MemoryStore
+from reveriemem.models.concurrency import run_at_once
 from reveriemem.models.usage import tracking
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
+from reveriemem_dagster.parallel_runs import concurrent_runs, partitions_at_once
 from reveriemem_dagster.partitions import pair_key, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
@@ -293,22 +299,36 @@ def build_book(
     report = BuildReport(book=slug, metadata=dict(plan.metadata), ran=plan.to_run, skipped=plan.skipped)
     started = time.monotonic()
     launched_after = time.time()
+    book_runs = [run for run in plan.runs if run.character is None]
+    character_runs = [run for run in plan.runs if run.character is not None]
+    running: list[PlannedRun] = []  # in plan order: the run a failure or interrupt is reported in
+
+    def launch(run: PlannedRun) -> dict[str, dict[str, Any]]:
+        running.append(run)
+        names = ", ".join(a.key.to_user_string() for a in run.assets)
+        progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
+        result = _materialize(BOOK_JOB if run.character is None else CHARACTER_JOB,
+                              [book_text, *book_level, *per_character], run, instance=instance,
+                              resources=resources, run_config=run_config, tags={BOOK_TAG: slug, **identity})
+        running.remove(run)
+        return _metadata(result)
+
     with tracking() as totals:
-        current: PlannedRun | None = None
         try:
-            for run in plan.runs:
-                current = run
-                names = ", ".join(a.key.to_user_string() for a in run.assets)
-                progress(f"{slug}: {names}" if run.character is None else f"{slug}: {run.character}: {names}")
-                result = _materialize(BOOK_JOB if run.character is None else CHARACTER_JOB,
-                                      [book_text, *book_level, *per_character], run, instance=instance,
-                                      resources=resources, run_config=run_config, tags={BOOK_TAG: slug, **identity})
-                report.runs += 1
-                for key, values in _metadata(result).items():
-                    report.metadata[_report_key(key, run.character)] = values
+            done = [launch(run) for run in book_runs]
+            # The characters' runs depend on the book-level assets only, not on each other: they run at once.
+            at_once = partitions_at_once(lm, instance)
+            with concurrent_runs(instance, at_once):
+                answers = run_at_once(launch, character_runs, at_once)
+            done += [answer.result() for answer in answers]
         except BaseException as exc:
+            current = min(running, key=plan.runs.index) if running else None
             _record_failure(exc, instance, slug, launched_after, current)
             raise
+    for run, values in zip(book_runs + character_runs, done):
+        report.runs += 1
+        for key, value in values.items():
+            report.metadata[_report_key(key, run.character)] = value
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report

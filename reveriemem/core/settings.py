@@ -105,7 +105,7 @@ def _count(name: str, unit: str) -> int | None:
 
 
 def max_concurrency() -> int:
-    """Model calls a build step may have in flight at once (`REVERIEMEM_MAX_CONCURRENCY`, default 8)."""
+    """Model calls of one model in flight at once in the process (`REVERIEMEM_MAX_CONCURRENCY`, default 8)."""
     value = _positive(MAX_CONCURRENCY_ENV)
     return int(value) if value is not None else DEFAULT_MAX_CONCURRENCY
 

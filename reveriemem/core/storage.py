@@ -21,6 +21,7 @@ when no other partition's rows remain in it.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -146,17 +147,18 @@ class LanceStore:
         for column in ("book", "character"):
             if column not in schema.names:
                 raise StorageError(f"The LanceDB table {name!r} needs a {column!r} column to be partitioned.")
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
-                target = self.open(name, schema)
-                target.delete(partition_predicate(part))
-                if table.num_rows:
-                    self._fit_dimension(name, target, schema).add(table)
-                break
-            except Exception as exc:  # lance reports a lost commit race as a plain error naming the conflict
-                if attempt + 1 == COMMIT_ATTEMPTS or "conflict" not in str(exc).lower():
-                    raise
-                time.sleep(0.2 * (attempt + 1))
+        with _write_lock(self.uri, name):  # writers in other processes: lance's commit conflicts, retried
+            for attempt in range(COMMIT_ATTEMPTS):
+                try:
+                    target = self.open(name, schema)
+                    target.delete(partition_predicate(part))
+                    if table.num_rows:
+                        self._fit_dimension(name, target, schema).add(table)
+                    break
+                except Exception as exc:  # lance reports a lost commit race as a plain error naming the conflict
+                    if attempt + 1 == COMMIT_ATTEMPTS or "conflict" not in str(exc).lower():
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
         return WriteInfo(uri=f"{self.uri}#{name}", rows=table.num_rows)
 
     def _fit_dimension(self, name: str, target: Any, schema: pa.Schema) -> Any:
@@ -184,6 +186,16 @@ class LanceStore:
             )
         arrow = self.db.open_table(name).search().where(partition_predicate(part)).limit(None).to_arrow()
         return pl.from_arrow(arrow)  # type: ignore[return-value]
+
+
+_write_locks: dict[tuple[str, str], threading.Lock] = {}
+_write_locks_lock = threading.Lock()
+
+
+def _write_lock(uri: str, name: str) -> threading.Lock:
+    """This process's lock on one LanceDB table: partitions built at once in threads write it in turn."""
+    with _write_locks_lock:
+        return _write_locks.setdefault((uri, name), threading.Lock())
 
 
 def partition_predicate(part: PartitionRef) -> str:

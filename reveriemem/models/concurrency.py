@@ -27,6 +27,14 @@ Each worker runs its call in a copy of the caller's `contextvars` context, so
 DSPy's settings made with `dspy.context` in the caller (adapter, usage
 tracker) hold in the worker; `dspy.configure` is never called from a worker.
 
+One bound for the process: every call of `run_program` holds one of
+`concurrency_for(handle)` slots of its model (`call_slot`) while it is in
+the model, so several pools at once (the characters of a build, built at
+once by `reveriemem_dagster.parallel_runs`) never have more calls in flight
+than the setting; the slot reports the calls in flight to the progress
+display. `run_at_once` is the pool itself, for any work: the build runs its
+characters' Dagster runs with it.
+
 Rate limits, per model name and process-wide (`rate_limiter(name)`):
 `REVERIEMEM_MAX_RPM` requests per minute and `REVERIEMEM_MAX_TPM` tokens per
 minute, over a sliding 60-second window; tokens are counted from the usage
@@ -41,7 +49,8 @@ import contextvars
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -87,25 +96,41 @@ def map_calls(
     concurrency: int | None = None,
 ) -> list[Answer[R]]:
     """`call(item)` for every item, at most `concurrency` at once; the answers in input order (see the module doc)."""
+    return run_at_once(call, items, concurrency_for(handle, concurrency),
+                       go_on=lambda exc: isinstance(exc, ModelOutputError))
+
+
+def run_at_once(
+    call: Callable[[T], R],
+    items: Iterable[T],
+    workers: int,
+    *,
+    go_on: Callable[[BaseException], bool] = lambda exc: False,
+) -> list[Answer[R]]:
+    """`call(item)` for every item in at most `workers` threads; the answers in input order.
+
+    A failure that `go_on` does not accept stops the pool: items not yet
+    started are skipped (their answers say so), those already running run to
+    their end, and every answer after the failure in input order is a skip, so
+    the caller raises the first failure at its place. One worker runs the
+    items one by one in the caller's thread, exactly as a plain loop would.
+    """
     todo = list(items)
-    workers = min(concurrency_for(handle, concurrency), len(todo))
+    workers = min(workers, len(todo))
     if workers <= 1:
-        return _serial(call, todo)
+        return _serial(call, todo, go_on)
     answers: list[Answer[R] | None] = [None] * len(todo)
     stop = threading.Event()
 
     def run(index: int, context: contextvars.Context) -> None:
         if stop.is_set():
             return
-        progress.calls_in_flight(+1)
         try:
             answers[index] = Answer(value=context.run(call, todo[index]))
         except Exception as exc:  # handed back in order; the caller decides
             answers[index] = Answer(error=exc)
-            if not isinstance(exc, ModelOutputError):
+            if not go_on(exc):
                 stop.set()
-        finally:
-            progress.calls_in_flight(-1)
 
     pending = list(range(len(todo)))
     contexts = [contextvars.copy_context() for _ in todo]
@@ -135,22 +160,21 @@ def map_calls(
         if answer is None:  # never started: an earlier call failed and stopped the pool
             break
         result.append(answer)
-        if answer.error is not None and not isinstance(answer.error, ModelOutputError):
+        if answer.error is not None and not go_on(answer.error):
             break  # what follows a failure is never used: the caller raises here
     return result + [Answer(error=_Skipped())] * (len(todo) - len(result))
 
 
-def _serial(call: Callable[[T], R], todo: list[T]) -> list[Answer[R]]:
+def _serial(call: Callable[[T], R], todo: list[T], go_on: Callable[[BaseException], bool]) -> list[Answer[R]]:
     answers: list[Answer[R]] = []
     for index, item in enumerate(todo):
         try:
             answers.append(Answer(value=call(item)))
-        except ModelOutputError as exc:
-            answers.append(Answer(error=exc))
         except Exception as exc:
             answers.append(Answer(error=exc))
-            answers.extend([Answer(error=_Skipped())] * (len(todo) - index - 1))
-            break
+            if not go_on(exc):
+                answers.extend([Answer(error=_Skipped())] * (len(todo) - index - 1))
+                break
     return answers
 
 
@@ -248,3 +272,36 @@ def _count_tokens(call: Any) -> None:
         limiter = _limiters.get(call.model)
     if limiter is not None:
         limiter.record_tokens(call.prompt_tokens + call.completion_tokens)
+
+
+# -- calls in flight, process-wide ---------------------------------------------------
+
+
+@dataclass
+class _Slots:
+    size: int
+    semaphore: threading.Semaphore
+
+
+_slots: dict[str, _Slots] = {}
+
+
+@contextmanager
+def call_slot(handle: ModelHandle) -> Iterator[None]:
+    """Hold one of the process's slots for calls of `handle`'s model while one runs (`concurrency_for` many).
+
+    Every model call of `run_program` runs in a slot, so the bound holds for the
+    whole process, also when several partitions of a build run at once, each
+    with its own pools; the calls in flight are reported to the progress display.
+    """
+    size = concurrency_for(handle)
+    with _limiters_lock:
+        slots = _slots.get(handle.name)
+        if slots is None or slots.size != size:
+            slots = _slots[handle.name] = _Slots(size, threading.Semaphore(size))
+    with slots.semaphore:
+        progress.calls_in_flight(+1)
+        try:
+            yield
+        finally:
+            progress.calls_in_flight(-1)

@@ -32,7 +32,7 @@ from dspy.utils.exceptions import (
 
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError
 from reveriemem.models.cache import lookup, store
-from reveriemem.models.concurrency import rate_limiter
+from reveriemem.models.concurrency import call_slot, rate_limiter
 from reveriemem.models.handle import ModelHandle
 from reveriemem.models.naming import signature_label
 
@@ -147,7 +147,7 @@ def run_program(
         if handle.adapter is not None and dspy.settings.adapter is None:
             overrides["adapter"] = handle.adapter
         try:
-            with dspy.context(**overrides):
+            with call_slot(handle), dspy.context(**overrides):
                 prediction = program(**inputs)
         except _PARSE_ERRORS as exc:
             if attempt >= tries:
