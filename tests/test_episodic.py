@@ -126,30 +126,36 @@ def test_model_builds_scene_by_scene_from_that_scene_and_own_earlier_summaries_o
     model = _marking_model()
     handle = model.handle()
     mara = build_episodes(demo_book, scenes, rosters, utterances, MARA, handle)
-    mara_calls = model.calls
+    mara_calls = list(model.calls)
     tobin = build_episodes(demo_book, scenes, rosters, utterances, TOBIN, handle)
     tobin_calls = model.calls[len(mara_calls):]
 
     assert len(mara_calls) == len(mara.episodes) == len(present_ids(rosters, MARA))
     assert all(e.method == "model:fake" and e.error is None for e in mara.episodes)
     text = demo_book.text
-    for index, (episode, call) in enumerate(zip(mara.episodes, mara_calls)):
+    offline = {e.scene_id: e for e in build_episodes(demo_book, scenes, rosters, utterances, MARA,
+                                                     open_model("none")).episodes}  # her digests
+    by_passage = {normalise_space(c.inputs["passage"]): c for c in mara_calls}
+    for index, episode in enumerate(mara.episodes):
+        # the passage is her presence in this scene, nothing else
+        call = by_passage[normalise_space(text[episode.presence.source_start:episode.presence.source_end])]
         mark = re.search(r"Mara-mark-\d+", episode.summary.scene_understanding).group(0)
         assert episode.summary.my_actions == f"I acted {mark}." and episode.summary.my_emotions == f"I felt {mark}."
         assert call.inputs["character"].startswith("Mara Quell")
-        # the passage is her presence in this scene, nothing else
-        assert normalise_space(call.inputs["passage"]) == normalise_space(text[episode.presence.source_start:episode.presence.source_end])
         # nothing in the whole prompt comes from after the end of this scene
         prompt = "\n".join(message for _, message in call.messages)
         later_only = shingles(text[episode.presence.scene_end:]) - shingles(text[:episode.presence.scene_end])
         assert not shingles(prompt) & later_only, f"scene {episode.scene_id} saw later text"
-        # the earlier summaries are her own two most recent ones, oldest first
+        # the reminders are of her own two most recent earlier scenes, oldest first, from their digests
         earlier = call.inputs["earlier_summaries"]
-        expected = [re.search(r"Mara-mark-\d+", e.summary.scene_understanding).group(0)
-                    for e in mara.episodes[max(0, index - 2):index]]
-        assert [re.search(r"Mara-mark-\d+", note).group(0) for note in earlier] == expected
-        # the prompt stays lean: the passage plus a bounded overhead
-        assert len(prompt.split()) <= len(call.inputs["passage"].split()) + 400
+        expected = [e.scene_id for e in mara.episodes[max(0, index - 2):index]]
+        assert [int(re.match(r"Scene (\d+):", n).group(1)) for n in earlier] == expected
+        for n, scene_id in zip(earlier, expected):
+            opening = " ".join(offline[scene_id].summary.scene_understanding.split()[:8])
+            assert opening in n and "Mara-mark" not in n  # no scene waits for another's answer
+        # the prompt stays lean: the passage plus a bounded overhead (instructions, two clipped reminders)
+        reminders = episodic.EARLIER_NOTES * (episodic.NOTE_WORDS + 2)
+        assert len(prompt.split()) <= len(call.inputs["passage"].split()) + 400 + reminders
     for call in tobin_calls:
         prompt = "\n".join(message for _, message in call.messages)
         assert "Mara-mark" not in prompt  # never another character's memories
@@ -165,14 +171,14 @@ def test_a_long_presence_is_summarised_in_parts_that_see_the_running_summary(dem
     passage = compact(demo_book.text[first.presence.source_start:first.presence.source_end])
     parts = len(episodic.split_parts(passage, 300))
     assert parts >= 2
-    calls = model.calls[:parts]
+    calls = [c for c in model.calls if c.inputs["passage"] in passage]  # the first scene's parts, in order
+    assert len(calls) == parts
     assert all(len(c.inputs["passage"].split()) <= 300 for c in calls)
     assert " ".join(c.inputs["passage"] for c in calls).split() == passage.split()  # nothing dropped
-    assert model.calls[parts].inputs["passage"] not in passage  # the next call is the next scene
-    assert "Mara-mark-1" in calls[1].inputs["earlier_summaries"][-1]  # part 2 sees part 1
-    for n in range(1, parts + 1):  # the scene's fields join every part
-        assert f"Mara-mark-{n}" in first.summary.scene_understanding
-        assert f"Mara-mark-{n}" in first.summary.my_actions
+    marks = re.findall(r"Mara-mark-\d+", first.summary.scene_understanding)
+    assert len(marks) == parts  # the scene's fields join every part, in order
+    assert marks[0] in calls[1].inputs["earlier_summaries"][-1]  # part 2 sees part 1
+    assert re.findall(r"Mara-mark-\d+", first.summary.my_actions) == marks
 
 
 def test_malformed_output_for_one_scene_falls_back_and_the_rest_complete(demo_book):
@@ -387,7 +393,7 @@ def test_a_note_starts_where_presence_starts_and_holds_nothing_from_before(demo_
     assert offline.presence.source_start == arrival and offline.presence.scene_start < arrival
     note = _note_text(offline)
     assert ARRIVAL in note and not any(phrase in note for phrase in BEFORE_DAWN)
-    passage = model.calls[-1].inputs["passage"]
+    [passage] = [c.inputs["passage"] for c in model.calls if ARRIVAL in c.inputs["passage"]]  # the last scene's
     assert passage.startswith(ARRIVAL) and not any(phrase in passage for phrase in BEFORE_DAWN)
     assert offline.row(demo_book.slug, MARA)["source_start"] == arrival
 
@@ -400,7 +406,7 @@ def test_a_character_who_leaves_and_returns_remembers_only_the_stretches_they_we
     away = _with_presence(rosters, MARA, last, [(arrival, gap_start), (gap_end, end)])
     model = _marking_model()
     build_episodes(demo_book, scenes, away, utterances, MARA, model.handle())
-    passage = model.calls[-1].inputs["passage"]
+    passage = next(c.inputs["passage"] for c in model.calls if c.inputs["passage"].startswith(ARRIVAL))  # the last scene
     assert "[...]" in passage and "withdrawn my complaint" not in passage and "Captain Dask's name" not in passage
     assert passage.split("\n\n")[0].startswith(ARRIVAL) and "keeping a lamp the other could not see" in passage
     offline = build_episodes(demo_book, scenes, away, utterances, MARA, open_model("none")).episodes[-1]

@@ -11,9 +11,11 @@ character's own attributed line there; nothing they walk in on late, miss
 while away or leave early is remembered.
 
 With a model, each episode is elicited scene by scene from the text of
-those spans (several spans joined with "[...]"), the
-scene's setting and the character's own two most recent earlier notes; the
-prompt for a scene never holds text from after its end. A passage longer
+those spans (several spans joined with "[...]"), the scene's setting and
+reminders of the character's own two most recent earlier scenes (the start of
+their extractive digests, so the scenes are asked at once, `map_calls`, none
+waiting for another's answer); the prompt for a scene never holds text from
+after its end. A passage longer
 than `MAX_PART_WORDS` is summarised part by part, each part seeing the notes
 made so far, and the parts' fields joined. A scene whose model output never
 parses falls back to the extractive digest, marked `failed:<model>+...` with
@@ -42,6 +44,7 @@ from reveriemem.core.errors import ModelOutputError
 from reveriemem.core.registry import Book
 from reveriemem.core.text import Paragraph, Sentence, normalise_space, sentences_of, split_paragraphs
 from reveriemem.models import ModelHandle, run_program
+from reveriemem.models.concurrency import map_calls
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
 from reveriemem.source_to_memory.mentions import AliasMatcher, Mention
@@ -156,25 +159,34 @@ def build_episodes(
     digester = _Digester(book, character, utterances)
     step = f"episodes[{slug}]"
     progress.step_started(book.slug, step, len(presences))
+    program = episodic_program() if handle.lm is not None else None
+    digests = [digester.digest(presence) for presence in presences]  # offline, and the model path's reminders
+
+    def elicit(index: int) -> Summary:
+        presence = presences[index]
+        passage = focus_passage(book, character, presence.spans, PASSAGE_WORDS)
+        notes = [note(p.scene_id, d) for p, d in zip(presences[:index], digests[:index])][-EARLIER_NOTES:]
+        try:
+            return summarise(handle, program, character, presence, passage, notes)
+        finally:
+            progress.unit_done(book.slug, step)
+
+    if program is None:
+        for _ in presences:
+            progress.unit_done(book.slug, step)
+        return EpisodicBuild([Episode(p, d, DIGEST_METHOD, None) for p, d in zip(presences, digests)], [])
     episodes: list[Episode] = []
     failures: list[str] = []
-    program = episodic_program() if handle.lm is not None else None
-    for presence in presences:
-        if program is None:
-            summary, method, error = digester.digest(presence), DIGEST_METHOD, None
+    for presence, digest, answer in zip(presences, digests, map_calls(handle, elicit, range(len(presences)))):
+        if answer.error is None:
+            episodes.append(Episode(presence, answer.result(), f"model:{handle.name}", None))
+        elif isinstance(answer.error, ModelOutputError):
+            error = str(answer.error)
+            log.warning("Episode of scene %d for %s fell back to the digest: %s", presence.scene_id, slug, error)
+            failures.append(f"scene {presence.scene_id}: {error}")
+            episodes.append(Episode(presence, digest, f"failed:{handle.name}+{DIGEST_METHOD}", error))
         else:
-            passage = focus_passage(book, character, presence.spans, PASSAGE_WORDS)
-            notes = [note(e) for e in episodes[-EARLIER_NOTES:]]
-            try:
-                summary = summarise(handle, program, character, presence, passage, notes)
-                method, error = f"model:{handle.name}", None
-            except ModelOutputError as exc:
-                error = str(exc)
-                log.warning("Episode of scene %d for %s fell back to the digest: %s", presence.scene_id, slug, error)
-                failures.append(f"scene {presence.scene_id}: {error}")
-                summary, method = digester.digest(presence), f"failed:{handle.name}+{DIGEST_METHOD}"
-        episodes.append(Episode(presence=presence, summary=summary, method=method, error=error))
-        progress.unit_done(book.slug, step)
+            raise answer.error
     return EpisodicBuild(episodes, failures)
 
 
@@ -193,9 +205,10 @@ def setting_label(presence: ScenePresence) -> str:
     return "; ".join(parts)
 
 
-def note(episode: Episode) -> str:
-    """A short reminder of an earlier episode, as shown with later scenes."""
-    return f"Scene {episode.scene_id}: {clip(episode.summary.scene_understanding, NOTE_WORDS)}"
+def note(scene_id: int, digest: Summary) -> str:
+    """A short reminder of an earlier scene of the character's, as shown with later scenes: the start of its
+    extractive digest (what the text says they lived there), so no scene's note waits for another's answer."""
+    return f"Scene {scene_id}: {clip(' '.join(digest.scene_understanding.split()), NOTE_WORDS)}"
 
 
 def summarise(
