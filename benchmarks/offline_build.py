@@ -1,10 +1,11 @@
 """How long `reveriemem build BOOK` takes with no model configured, per step, as a new user runs it.
 
-    python benchmarks/offline_build.py [--book PATH] [--embedder NAME] [--keep]
+    python benchmarks/offline_build.py [--book PATH] [--embedder NAME] [--repo CHECKOUT] [--keep]
 
 In a fresh temporary data home (its Dagster instance inside it), with `$REVERIEMEM_LM`
 unset, runs `reveriemem add-book PATH` and then `reveriemem build SLUG` as new processes
-(`python -m reveriemem_dagster.cli`), exactly the commands of docs/new-user.md. Defaults to
+(`python -m reveriemem_dagster.cli`, the code of this checkout or of `--repo`, to compare two
+commits on the same machine), exactly the commands of docs/new-user.md. Defaults to
 A Study in Scarlet from ../shared/books, whose character file ships with the package.
 
 Prints the machine and its load average, the embedder, and for the build process its wall
@@ -49,11 +50,11 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15 of stat)
 
 
-def _run_sampled(cmd: list[str], env: dict[str, str]) -> tuple[float, float, list[tuple[float, float]]]:
+def _run_sampled(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, list[tuple[float, float]]]:
     """Run `cmd`; its wall seconds, its CPU seconds, and (epoch time, CPU seconds so far) samples."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
-    child = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples = [(started, 0.0)]
     while child.poll() is None:
         cpu = _cpu_seconds(child.pid)
@@ -105,16 +106,22 @@ def _steps(samples: list[tuple[float, float]]) -> tuple[dict[str, list[float]], 
     return dict(out), first
 
 
+def _commit(repo: str) -> str:
+    done = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown commit"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--book", default=str(SHARED / "a-study-in-scarlet.txt"))
     parser.add_argument("--embedder", default="", help="Default: the project's default (all-MiniLM-L6-v2).")
+    parser.add_argument("--repo", default=str(ROOT), help="The checkout whose code builds (default: this one).")
     parser.add_argument("--keep", action="store_true", help="Keep the temporary data home (its path is printed).")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="reveriemem-build-bench-"))
     env = {k: v for k, v in os.environ.items() if k not in ("REVERIEMEM_LM", "REVERIEMEM_EMBEDDER")}
     env.update(REVERIEMEM_HOME=str(home), DAGSTER_HOME=str(home / "dagster"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")])))
+               PYTHONPATH=os.pathsep.join(filter(None, [args.repo, env.get("PYTHONPATH", "")])))
     if args.embedder:
         env["REVERIEMEM_EMBEDDER"] = args.embedder
     (home / "dagster").mkdir(parents=True)
@@ -123,10 +130,11 @@ def main() -> None:
     slug = Path(args.book).stem
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; load average before: "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(f"code: {args.repo} at {_commit(args.repo)}")
     print(f"book: {slug}; model: none (no model configured); embedder: {args.embedder or 'all-MiniLM-L6-v2'}")
     try:
-        _run_sampled([*cli, "add-book", args.book], env)
-        wall, cpu, samples = _run_sampled([*cli, "build", slug], env)
+        _run_sampled([*cli, "add-book", args.book], env, Path(args.repo))
+        wall, cpu, samples = _run_sampled([*cli, "build", slug], env, Path(args.repo))
         steps, first = _steps(samples)
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"\n   {'step (all partitions)':<28}{'wall s':>9}{'CPU s':>9}")
