@@ -19,13 +19,11 @@ import polars as pl
 
 from assets.context import CODE_VERSION, partition_of
 from eval.generate import generate_items
-from eval.methods.reveriemem import read_train_items
+from eval.methods.reveriemem import calibration_agent, read_train_items
 from reveriemem.core.schemas import KBF_ITEMS, READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef, frame
 from reveriemem.inference.calibration import READER_VERSION, calibration_of
 from reveriemem.inference.memory_reader import MemoryReader
-from reveriemem.inference.module import ReverieInference
-from reveriemem.models import open_model
 from reveriemem_dagster.partitions import book_character_partitions, book_of_pair, book_partitions
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
 
@@ -79,9 +77,8 @@ def reader_calibration(context: dg.AssetExecutionContext, embedder: EmbeddingMod
              if i.provenance.get("part") == "train"]
     store = MemoryStore.for_home()
     reader = MemoryReader(book.slug, character.slug, embedder.embedder(), store.uri)
-    agent = ReverieInference(reader, open_model("none"), character, compiled=False)
     source = f"generated items of {book.slug} for {character.name}, train part"
-    read = read_train_items(agent, items, progress=context.log.info)
+    read = read_train_items(calibration_agent(reader, character), items, progress=context.log.info)
     rows = [reading.to_row(book.slug, character.slug, item.id, source) for item, reading in read]
     mine = calibration_of([reading for _, reading in read], source)
     return dg.Output(frame(rows, READER_CALIBRATION), metadata={

@@ -27,13 +27,11 @@ def main() -> None:
     args = parser.parse_args()
 
     from eval.generate import generate_items
-    from eval.methods.reveriemem import calibrate_reader
+    from eval.methods.reveriemem import calibrate_reader, calibration_agent
     from reveriemem.core.embeddings import embedder_for_book
     from reveriemem.core.registry import load_book
     from reveriemem.core.storage import MemoryStore, PartitionRef
     from reveriemem.inference.memory_reader import MemoryReader
-    from reveriemem.inference.module import ReverieInference
-    from reveriemem.models import open_model
 
     book = load_book(args.book)
     store = MemoryStore.for_home()
@@ -49,8 +47,7 @@ def main() -> None:
         started = time.perf_counter()
         items = [i for i in generate_items(book, character, facts, entities) if i.provenance.get("part") == "train"]
         reader = MemoryReader(book.slug, character.slug, embedder, store.uri)
-        agent = ReverieInference(reader, open_model("none"), character)
-        calibration = calibrate_reader(agent, items, "benchmark")
+        calibration = calibrate_reader(calibration_agent(reader, character), items, "benchmark")
         seconds = time.perf_counter() - started
         total += seconds
         ratio = getattr(calibration, "ratio_floor", None)

@@ -30,9 +30,11 @@ from typing import Any
 
 from eval.items import ANSWER_LETTERS, KBFItem, render_question
 from eval.methods.base import Answer, MethodContext
+from reveriemem.core.characters import Character
 from reveriemem.inference.calibration import ReaderCalibration, TrainReading, calibration_of
 from reveriemem.inference.module import LAYERS, BookMemory, ReverieInference
 from reveriemem.inference.offline_reader import term_set
+from reveriemem.models import open_model
 
 MAX_TRAIN = 40  # train items read per character at most (evenly across the story, half per split)
 VARIANTS = {
@@ -75,6 +77,14 @@ class ReverieMemMethod:
 # -- calibration (run by the `reader_calibration` asset when the memory is built) ----------------
 
 
+def calibration_agent(reader: Any, character: Character) -> ReverieInference:
+    """The agent a character's train items are read with: no model, and no Personality layer, since the
+    offline reasoner decides from the recalled facts, anchored scenes and what follows them alone (the
+    emotional state and pattern a turn also carries never enter the decision, so leaving them out changes
+    no reading and saves a pattern search per item)."""
+    return ReverieInference(reader, open_model("none"), character, compiled=False, layers=LAYERS - {"personality"})
+
+
 def read_train_item(agent: ReverieInference, item: KBFItem) -> TrainReading:
     """How the agent's offline reasoner reads one train item, asked with options and asked free-form.
 
@@ -103,6 +113,7 @@ def read_train_items(agent: ReverieInference, items: Sequence[KBFItem],
     """The agent's readings of at most `MAX_TRAIN` of `items`, taken evenly across the story and both splits
     (what the `reader_calibration` asset stores for one character)."""
     chosen = _evenly(items, MAX_TRAIN)
+    agent.prepare_offline(render_question(i) for i in chosen)
     out = []
     for n, item in enumerate(chosen, 1):
         out.append((item, read_train_item(agent, item)))

@@ -66,6 +66,7 @@ from reveriemem.inference.offline import (
     EXTRACTIVE_METHOD,
     NEIGHBOUR_GAP,
     OfflineReasoner,
+    Question,
     load_rarity,
     parse_options,
 )
@@ -129,6 +130,11 @@ class Tools:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tools:
         return self  # readers, model handle and caches are shared by every copy of the module
+
+
+def option_probes(asked: Question) -> list[str]:
+    """The offline chain's look-ups besides the question: the question read with each of its options."""
+    return [f"{asked.text} {text}" for text in asked.answers.values()]
 
 
 class ReverieInference(dspy.Module):
@@ -252,8 +258,7 @@ class ReverieInference(dspy.Module):
         offline: dict[str, Any] | None = None
         if self.handle.lm is None:
             asked = parse_options(question)
-            option_probes = [f"{asked.text} {text}" for text in asked.answers.values()]
-            reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes, *probes])
+            reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes(asked), *probes])
             personality = track.decide(run, question, lines, state, as_of)
             decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored,
                                                               self._following(reader, reasoning.pool, as_of))
@@ -274,6 +279,18 @@ class ReverieInference(dspy.Module):
         trace = self._trace(run, who, as_of, reasoning, personality, used)
         trace.offline = offline
         return dspy.Prediction(reply=reply, state=personality.state, trace=trace)
+
+    def prepare_offline(self, questions: Iterable[str]) -> int:
+        """Embed ahead, in one batch, what the offline chain looks up for each of `questions` (the question
+        and the question read with each of its options), when the embedder keeps query vectors (`prime`).
+        A build's reader calibration asks a few hundred questions: encoding their look-ups in one batch
+        costs a fraction of encoding them one turn at a time. Returns how many texts were encoded."""
+        texts: list[str] = []
+        for question in questions:
+            asked = parse_options(" ".join(question.split()))
+            texts += [asked.text or question, *option_probes(asked)]
+        prime = getattr(getattr(self.reader, "embedder", None), "prime", None)
+        return int(prime([" ".join(t.split()) for t in texts])) if callable(prime) else 0
 
     def respond(self, question: str, history: Sequence[str | tuple[str, str]] = (), state: AgentState | None = None,
                 as_of: int | None = None, probes: Sequence[str] = (), character: str | None = None) -> Turn:
