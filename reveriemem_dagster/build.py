@@ -125,6 +125,11 @@ def _report_key(asset: str, character: str | None) -> str:
     return asset if character is None else f"{asset}[{character}]"
 
 
+def _character_of(partition: str) -> str | None:
+    """The character of a `PartitionStatus.partition` ("book" or "book|character"), None for the book's."""
+    return partition.split("|", 1)[1] if "|" in partition else None
+
+
 def _asset_lists(
     book_assets: Sequence[dg.AssetsDefinition] | None, character_assets: Sequence[dg.AssetsDefinition] | None
 ) -> tuple[list[dg.AssetsDefinition], list[dg.AssetsDefinition]]:
@@ -313,25 +318,44 @@ def build_book(
         running.remove(run)
         return _metadata(result)
 
+    # Runs go as soon as the runs they depend on have ended: with calls that may overlap, the book-level run is
+    # cut into one-asset runs (`one_asset_runs`: rosters, extraction and dialogue annotation ask the model at
+    # once), and the characters' runs, which depend on the book-level assets only, go together after them.
+    at_once = partitions_at_once(lm, instance)
+    if at_once > 1:
+        book_runs = [one for run in book_runs for one in one_asset_runs(run)]
+    order = book_runs + character_runs
+    after = [_inputs(run, book_runs) for run in book_runs] + [range(len(book_runs))] * len(character_runs)
     with tracking() as totals:
         try:
-            done = [launch(run) for run in book_runs]
-            # The characters' runs depend on the book-level assets only, not on each other: they run at once.
-            at_once = partitions_at_once(lm, instance)
             with concurrent_runs(instance, at_once):
-                answers = run_at_once(launch, character_runs, at_once)
-            done += [answer.result() for answer in answers]
+                done = [answer.result() for answer in run_at_once(launch, order, at_once, after=after)]
         except BaseException as exc:
-            current = min(running, key=plan.runs.index) if running else None
+            current = min(running, key=order.index) if running else None
             _record_failure(exc, instance, slug, launched_after, current)
             raise
-    for run, values in zip(book_runs + character_runs, done):
+    for run, values in zip(order, done):
         report.runs += 1
         for key, value in values.items():
             report.metadata[_report_key(key, run.character)] = value
+    # in plan order (the book's assets in dependency order, then each character's), however the runs were cut
+    rank = {_report_key(s.asset, _character_of(s.partition)): n for n, s in enumerate(plan.statuses)}
+    report.metadata = dict(sorted(report.metadata.items(), key=lambda item: rank.get(item[0], len(rank))))
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report
+
+
+def one_asset_runs(run: PlannedRun) -> list[PlannedRun]:
+    """The book-level run cut into one run per asset, in dependency order (`_inputs` says which wait for which)."""
+    return [PlannedRun(run.partition, run.character, [asset]) for asset in run.assets]
+
+
+def _inputs(run: PlannedRun, runs: Sequence[PlannedRun]) -> list[int]:
+    """The indexes of the earlier `runs` that materialise an asset `run` reads."""
+    needed = {key for asset in run.assets for key in asset.dependency_keys}
+    mine = runs.index(run)
+    return [i for i, other in enumerate(runs[:mine]) if any(a.key in needed for a in other.assets)]
 
 
 def _record_failure(exc: BaseException, instance: dg.DagsterInstance, slug: str, since: float,

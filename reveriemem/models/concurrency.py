@@ -49,7 +49,7 @@ import contextvars
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -106,17 +106,22 @@ def run_at_once(
     workers: int,
     *,
     go_on: Callable[[BaseException], bool] = lambda exc: False,
+    after: Sequence[Collection[int]] | None = None,
 ) -> list[Answer[R]]:
     """`call(item)` for every item in at most `workers` threads; the answers in input order.
 
-    A failure that `go_on` does not accept stops the pool: items not yet
-    started are skipped (their answers say so), those already running run to
-    their end, and every answer after the failure in input order is a skip, so
-    the caller raises the first failure at its place. One worker runs the
-    items one by one in the caller's thread, exactly as a plain loop would.
+    `after[i]`, when given, are the indexes of earlier items that must end before item i starts (its
+    inputs): an item starts as soon as those have ended and a worker is free. A failure that `go_on`
+    does not accept stops the pool: items not yet started are skipped (their answers say so), those
+    already running run to their end, and every answer after the failure in input order is a skip, so
+    the caller raises the first failure at its place. One worker runs the items one by one in the
+    caller's thread, exactly as a plain loop would.
     """
     todo = list(items)
     workers = min(workers, len(todo))
+    needs = [set(after[i]) if after is not None else set() for i in range(len(todo))]
+    if any(d >= i for i, ds in enumerate(needs) for d in ds):
+        raise ValueError("An item can only wait for items before it.")
     if workers <= 1:
         return _serial(call, todo, go_on)
     answers: list[Answer[R] | None] = [None] * len(todo)
@@ -134,15 +139,24 @@ def run_at_once(
 
     pending = list(range(len(todo)))
     contexts = [contextvars.copy_context() for _ in todo]
-    lock = threading.Lock()
+    ended: set[int] = set()
+    turn = threading.Condition()
 
     def worker() -> None:
-        while not stop.is_set():
-            with lock:
-                if not pending:
-                    return
-                index = pending.pop(0)
+        while True:
+            with turn:
+                index = None
+                while index is None:
+                    if stop.is_set() or not pending:
+                        return
+                    index = next((i for i in pending if needs[i] <= ended), None)
+                    if index is None:
+                        turn.wait()  # what is left waits for items still running
+                pending.remove(index)
             run(index, contexts[index])
+            with turn:
+                ended.add(index)
+                turn.notify_all()
 
     # Daemon threads, so an interrupt (Ctrl-C, SIGTERM) ends the command at once instead of waiting
     # for calls still in the model; the interrupt reaches the caller while it waits here.
@@ -157,7 +171,9 @@ def run_at_once(
         raise
     result: list[Answer[R]] = []
     for answer in answers:
-        if answer is None:  # never started: an earlier call failed and stopped the pool
+        if answer is None:  # never started: a call failed and stopped the pool; its failure is raised here
+            failed = next(a for a in answers if a is not None and a.error is not None and not go_on(a.error))
+            result.append(failed)
             break
         result.append(answer)
         if answer.error is not None and not go_on(answer.error):
