@@ -42,17 +42,31 @@ def _pct(value: float) -> str:
 
 
 def _header(summary: dict[str, Any]) -> Section:
+    judge = summary["judge_model"]
     blocks: list[Any] = [
-        Paragraph(f"Book: {summary['book']}. Generator: {model_label(summary['model'])}. "
-                  f"Judge: {model_label(summary['judge_model']) if summary['judge_model'] else 'none (stories only)'}."),
+        Paragraph(f"Book: {summary['book']}. Generator: {model_label(summary['model'])}"
+                  f"{_resolved(summary['model'], summary.get('model_name', ''))}. "
+                  f"Judge: {model_label(judge) + _resolved(judge, summary.get('judge_model_name', '')) if judge else 'none (stories only)'}."),
         Paragraph(f"Scripts: {len(summary['scripts'])}; methods: {', '.join(summary['methods'])}; "
-                  f"judgements: {summary['judgements']} (each judged in both orders; an order disagreement is a tie)."),
+                  f"judgements: {summary['judgements']} (each judged in both orders; an order disagreement is a tie)"
+                  f"{_unparsed(summary.get('unparsed_verdicts', 0))}."),
     ]
+    if not summary.get("complete", True):
+        blocks.append(Paragraph(f"Partial: {summary['scripts_done']} of {len(summary['scripts'])} scripts done; the "
+                                f"batch is still running or was stopped (a rerun resumes it).", note=True))
     notes = {model_note(summary["model"]), model_note(summary["judge_model"])} - {""}
     if notes:
         blocks.append(Paragraph("Wiring only: " + "; ".join(sorted(notes)) + ". These figures say nothing about "
                                 "the quality of any method.", note=True))
     return Section("Run", blocks)
+
+
+def _resolved(spec: str, name: str) -> str:
+    return f", run as {name}" if name and name != spec else ""
+
+
+def _unparsed(count: int) -> str:
+    return f"; {count} verdict(s) never parsed and were counted as ties" if count else ""
 
 
 def _win_section(summary: dict[str, Any]) -> Section:

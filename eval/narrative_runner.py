@@ -111,36 +111,46 @@ def run_narrative(spec: NarrativeSpec, progress: Progress | None = None) -> dict
         raise NarrativeRunError(f"The judge model {spec.judge_lm!r} is no model: the pairwise judge needs one "
                                 f"(leave --judge-lm out for stories only).")
     identity = {"book": spec.book, "model": spec.lm or generator.name, "judge_model": spec.judge_lm,
+                "model_name": generator.name, "judge_model_name": judge.name if judge is not None else "",
                 "methods": list(spec.methods), "scripts": [s.id for s in scripts],
                 "dimensions": list(spec.dimensions), "turns": spec.turns}
     out = Path(spec.out)
     _check_run(out, identity)
-    stories: dict[tuple[str, str], Story] = {}
-    for script in scripts:
-        for method in spec.methods:
-            stories[(script.id, method)] = _story(out, script, method, spec.lm, say)
     path = out / "judgements.jsonl"
     rows = _stored_judgements(path)
+    if path.is_file():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
     done = {(r["script_id"], r["first"], r["second"], r["dimension"]) for r in rows}
     first, others = spec.methods[0], list(spec.methods[1:])
-    if judge is not None:
-        if path.is_file():
-            data = path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                path.write_bytes(data[: data.rfind(b"\n") + 1])
-        for script in scripts:
-            for other in others:
-                wanted = [d for d in _dims(script, spec.dimensions) if (script.id, first, other, d) not in done]
-                if not wanted:
-                    continue
-                say(f"judge {script.id}: {first} vs {other}")
-                fresh: list[Judgement] = judge_pair(judge, script, stories[(script.id, first)],
-                                                    stories[(script.id, other)], only=wanted)
-                with path.open("a", encoding="utf-8") as fh:
-                    for j in fresh:
-                        fh.write(json.dumps(j.to_dict()) + "\n")
-                rows.extend(j.to_dict() for j in fresh)
-    summary = _summary(identity, scripts, stories, rows)
+    stories: dict[tuple[str, str], Story] = {}
+    summary: dict[str, Any] = {}
+    # Script by script: its stories, then its judgements, then the report so far, so a long
+    # batch (the bundled model takes hours) shows finished figures while it runs.
+    for count, script in enumerate(scripts, 1):
+        for method in spec.methods:
+            stories[(script.id, method)] = _story(out, script, method, spec.lm, say)
+        for other in others if judge is not None else []:
+            wanted = [d for d in _dims(script, spec.dimensions) if (script.id, first, other, d) not in done]
+            if not wanted:
+                continue
+            say(f"judge {script.id}: {first} vs {other}")
+            assert judge is not None
+            fresh: list[Judgement] = judge_pair(judge, script, stories[(script.id, first)],
+                                                stories[(script.id, other)], only=wanted)
+            with path.open("a", encoding="utf-8") as fh:
+                for j in fresh:
+                    fh.write(json.dumps(j.to_dict()) + "\n")
+            rows.extend(j.to_dict() for j in fresh)
+        summary = _write(out, identity, scripts[:count], stories, rows, total=len(scripts))
+    return summary
+
+
+def _write(out: Path, identity: dict[str, Any], scripts: list[Script], stories: dict[tuple[str, str], Story],
+           rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    summary = {**_summary(identity, scripts, stories, rows), "scripts_done": len(scripts),
+               "complete": len(scripts) == total}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     from eval.narrative_report import write_report
 
@@ -172,4 +182,5 @@ def _summary(identity: dict[str, Any], scripts: list[Script], stories: dict[tupl
             entry["steps"][step] = sorted({*entry["steps"].get(step, []), how})
     return {**identity, "scripts_detail": [{"id": s.id, "title": s.title, "mode": s.mode, "cast": s.cast,
                                             "source": s.source} for s in scripts],
-            "per_method": per_method, "judgements": len(rows), "win_rates": win_rates(rows)}
+            "per_method": per_method, "judgements": len(rows),
+            "unparsed_verdicts": sum(int(r.get("unparsed", 0)) for r in rows), "win_rates": win_rates(rows)}

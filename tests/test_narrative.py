@@ -87,6 +87,23 @@ def test_a_judge_that_always_prefers_the_first_text_gives_only_ties(built_demo):
         unregister_fake("biased")
 
 
+def test_a_verdict_that_never_parses_is_a_tie_and_the_judging_goes_on(built_demo):
+    def handler(signature, inputs):
+        # the first order's verdict is never JSON; the second names A
+        return "no verdict here" if "ledger" in inputs.get("story_a", "") else {"better": "A"}
+
+    register_fake("mumbling", FakeModel(handler))
+    try:
+        script = load_script(shipped_scripts(DEMO)[0])
+        x = Story(script.id, "reveriemem", "m", "the ledger, the ledger")
+        y = Story(script.id, "direct", "m", "a lamp")
+        judged = judge_pair(open_model("fake:mumbling"), script, x, y)
+        assert len(judged) == 5 and all(j.unparsed == 1 for j in judged)
+        assert all((j.x_as_a, j.x_as_b, j.winner) == ("tie", "A", "tie") for j in judged)
+    finally:
+        unregister_fake("mumbling")
+
+
 def test_win_rate_counts_ties_as_half_with_an_interval():
     rows = [{"first": "x", "second": "y", "mode": "script", "dimension": "Writing Quality", "winner": w}
             for w in ("x", "x", "tie", "y")]
@@ -161,7 +178,8 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
                                           "reveriemem-no-semantic", "reveriemem-no-personality"}
     assert summary["per_method"]["reveriemem"]["stages_realised"] == summary["per_method"]["reveriemem"]["stages"] > 0
     # 3 scripts x 6 comparisons x 5 dimensions, each judged in both orders
-    assert summary["judgements"] == 90
+    assert summary["judgements"] == 90 and summary["unparsed_verdicts"] == 0
+    assert summary["complete"] and summary["scripts_done"] == 3 and summary["model_name"] == "fake"
     lines = (out / "judgements.jsonl").read_text().splitlines()
     assert len(lines) == 90 and all(json.loads(line)["x_as_b"] in {"A", "B", "tie"} for line in lines)
     html = (out / "report.html").read_text()
