@@ -103,10 +103,13 @@ def _methods_section(summary: dict[str, Any]) -> Section:
     for method, m in summary["per_method"].items():
         realised = f"{m['stages_realised']}/{m['stages']}" if m["stages"] else "n/a"
         steps = "; ".join(f"{k}: {', '.join(v)}" for k, v in m["steps"].items())
-        rows.append([method, str(m["stories"]), str(m["moves"]), realised, str(m["calls"]), f"{m['seconds']:.1f}",
-                     steps])
-    return Section("Stories", [Table(["method", "stories", "moves", "stages realised", "model calls", "seconds",
-                                      "how each step was decided"], rows, numeric={1, 2, 4, 5})])
+        rows.append([method, str(m["stories"]), str(m["moves"]), str(m.get("goal_moves", "")), realised,
+                     str(m["calls"]), f"{m['seconds']:.1f}", steps])
+    return Section("Stories", [
+        Table(["method", "stories", "moves", "moves = goal", "stages realised", "model calls", "seconds",
+               "how each step was decided"], rows, numeric={1, 2, 3, 5, 6}),
+        Paragraph("'moves = goal': moves that are the director's goal word for word, the fallback when the "
+                  "model's move never parsed (or a model that only echoed its goal).", note=True)])
 
 
 def _samples(run_dir: Path, summary: dict[str, Any]) -> Section:

@@ -20,7 +20,7 @@ from typing import Any
 from reveriemem.core.errors import ReverieMemError
 from reveriemem.models import open_model
 from reveriemem.narrative.judge import Judgement, judge_pair, win_rates
-from reveriemem.narrative.log import Story
+from reveriemem.narrative.log import Story, parse_move
 from reveriemem.narrative.methods import METHODS, tell
 from reveriemem.narrative.scripts import Script, load_script, shipped_scripts
 
@@ -168,11 +168,14 @@ def _summary(identity: dict[str, Any], scripts: list[Script], stories: dict[tupl
              rows: list[dict[str, Any]]) -> dict[str, Any]:
     per_method: dict[str, dict[str, Any]] = {}
     for (script_id, method), story in stories.items():
-        entry = per_method.setdefault(method, {"stories": 0, "moves": 0, "calls": 0, "seconds": 0.0,
+        entry = per_method.setdefault(method, {"stories": 0, "moves": 0, "goal_moves": 0, "calls": 0, "seconds": 0.0,
                                                "stages_realised": 0, "stages": 0, "steps": {}})
         script = next(s for s in scripts if s.id == script_id)
         entry["stories"] += 1
-        entry["moves"] += sum(1 for m in story.log if m.kind == "move")
+        moves = [m for m in story.log if m.kind == "move"]
+        entry["moves"] += len(moves)
+        # a move that is its goal word for word: the model's output never parsed (or it only echoed the goal)
+        entry["goal_moves"] += sum(1 for m in moves if (m.thought, m.action, m.speech) == parse_move(m.goal))
         entry["calls"] += story.calls
         entry["seconds"] = round(entry["seconds"] + story.seconds, 3)
         if script.with_script and method not in ("direct", "hollmwood"):

@@ -177,6 +177,7 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert set(summary["per_method"]) == {"reveriemem", "direct", "hollmwood", "bookworld", "reveriemem-no-episodic",
                                           "reveriemem-no-semantic", "reveriemem-no-personality"}
     assert summary["per_method"]["reveriemem"]["stages_realised"] == summary["per_method"]["reveriemem"]["stages"] > 0
+    assert summary["per_method"]["reveriemem"]["goal_moves"] == 0  # every Memory-Fusion of the fake parses
     # 3 scripts x 6 comparisons x 5 dimensions, each judged in both orders
     assert summary["judgements"] == 90 and summary["unparsed_verdicts"] == 0
     assert summary["complete"] and summary["scripts_done"] == 3 and summary["model_name"] == "fake"
