@@ -52,8 +52,9 @@ def _header(summary: dict[str, Any]) -> Section:
                   f"{_unparsed(summary.get('unparsed_verdicts', 0))}."),
     ]
     if not summary.get("complete", True):
-        blocks.append(Paragraph(f"Partial: {summary['scripts_done']} of {len(summary['scripts'])} scripts done; the "
-                                f"batch is still running or was stopped (a rerun resumes it).", note=True))
+        blocks.append(Paragraph(f"Partial: {summary['stories_done']} of {summary['stories_total']} stories and the "
+                                f"judgements of their pairs so far; the batch is still running or was stopped (a "
+                                f"rerun resumes it).", note=True))
     notes = {model_note(summary["model"]), model_note(summary["judge_model"])} - {""}
     if notes:
         blocks.append(Paragraph("Wiring only: " + "; ".join(sorted(notes)) + ". These figures say nothing about "

@@ -125,32 +125,29 @@ def run_narrative(spec: NarrativeSpec, progress: Progress | None = None) -> dict
     done = {(r["script_id"], r["first"], r["second"], r["dimension"]) for r in rows}
     first, others = spec.methods[0], list(spec.methods[1:])
     stories: dict[tuple[str, str], Story] = {}
-    summary: dict[str, Any] = {}
-    # Script by script: its stories, then its judgements, then the report so far, so a long
-    # batch (the bundled model takes hours) shows finished figures while it runs.
+    total = len(scripts) * len(spec.methods)
+    # Each pair is judged as soon as its two stories exist and the report is rewritten after it,
+    # so a long batch (the bundled model takes hours) shows finished figures while it runs.
     for count, script in enumerate(scripts, 1):
-        for method in spec.methods:
-            stories[(script.id, method)] = _story(out, script, method, spec.lm, say)
-        for other in others if judge is not None else []:
+        x = stories[(script.id, first)] = _story(out, script, first, spec.lm, say)
+        for other in others:
+            y = stories[(script.id, other)] = _story(out, script, other, spec.lm, say)
             wanted = [d for d in _dims(script, spec.dimensions) if (script.id, first, other, d) not in done]
-            if not wanted:
-                continue
-            say(f"judge {script.id}: {first} vs {other}")
-            assert judge is not None
-            fresh: list[Judgement] = judge_pair(judge, script, stories[(script.id, first)],
-                                                stories[(script.id, other)], only=wanted)
-            with path.open("a", encoding="utf-8") as fh:
-                for j in fresh:
-                    fh.write(json.dumps(j.to_dict()) + "\n")
-            rows.extend(j.to_dict() for j in fresh)
-        summary = _write(out, identity, scripts[:count], stories, rows, total=len(scripts))
-    return summary
+            if judge is not None and wanted:
+                say(f"judge {script.id}: {first} vs {other}")
+                fresh: list[Judgement] = judge_pair(judge, script, x, y, only=wanted)
+                with path.open("a", encoding="utf-8") as fh:
+                    for j in fresh:
+                        fh.write(json.dumps(j.to_dict()) + "\n")
+                rows.extend(j.to_dict() for j in fresh)
+            _write(out, identity, scripts[:count], stories, rows, total)
+    return _write(out, identity, scripts, stories, rows, total)
 
 
 def _write(out: Path, identity: dict[str, Any], scripts: list[Script], stories: dict[tuple[str, str], Story],
            rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
-    summary = {**_summary(identity, scripts, stories, rows), "scripts_done": len(scripts),
-               "complete": len(scripts) == total}
+    summary = {**_summary(identity, scripts, stories, rows), "stories_done": len(stories), "stories_total": total,
+               "complete": len(stories) == total}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     from eval.narrative_report import write_report
 

@@ -180,7 +180,7 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert summary["per_method"]["reveriemem"]["goal_moves"] == 0  # every Memory-Fusion of the fake parses
     # 3 scripts x 6 comparisons x 5 dimensions, each judged in both orders
     assert summary["judgements"] == 90 and summary["unparsed_verdicts"] == 0
-    assert summary["complete"] and summary["scripts_done"] == 3 and summary["model_name"] == "fake"
+    assert summary["complete"] and summary["stories_done"] == summary["stories_total"] == 21 and summary["model_name"] == "fake"
     lines = (out / "judgements.jsonl").read_text().splitlines()
     assert len(lines) == 90 and all(json.loads(line)["x_as_b"] in {"A", "B", "tie"} for line in lines)
     html = (out / "report.html").read_text()
@@ -192,6 +192,37 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert len(fake.calls) == calls  # every story and judgement was stored: nothing is asked again
     other = CliRunner().invoke(main, [*args[:-4], "--judge-lm", "fake", "--out", str(out)])
     assert other.exit_code == 1 and "another judge_model" in other.output
+
+
+def test_a_batch_that_stops_midway_leaves_a_partial_report_and_resumes(built_demo, tmp_path):
+    from dspy_programs.narrative import ActFromProfile
+    from eval.narrative_runner import NarrativeSpec, run_narrative
+    from reveriemem.core.errors import ModelUnavailableError
+
+    base = narrative_handler()
+    state = {"down": True}
+
+    def handler(signature, inputs):
+        if state["down"] and signature is ActFromProfile:  # bookworld's actors: the model is gone
+            raise ModelUnavailableError("The model went away.")
+        return base(signature, inputs)
+
+    register_fake("flaky", FakeModel(handler))
+    try:
+        spec = NarrativeSpec(DEMO, tmp_path / "run", methods=("reveriemem", "direct", "bookworld"),
+                             lm="fake:flaky", judge_lm="fake:flaky", limit=1, turns=1)
+        with pytest.raises(ModelUnavailableError):
+            run_narrative(spec)
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert not summary["complete"] and (summary["stories_done"], summary["stories_total"]) == (2, 3)
+        assert summary["judgements"] == 5  # reveriemem vs direct, judged before bookworld's story failed
+        assert "Partial: 2 of 3 stories" in (tmp_path / "run" / "report.md").read_text()
+        state["down"] = False
+        summary = run_narrative(spec)
+        assert summary["complete"] and summary["judgements"] == 10
+        assert "Partial" not in (tmp_path / "run" / "report.md").read_text()
+    finally:
+        unregister_fake("flaky")
 
 
 def test_the_narrative_assets_materialise_on_the_demo(built_demo, fake):
