@@ -262,6 +262,27 @@ def test_scripts_are_drafted_from_the_built_scenes_and_load_back(built_demo, fak
     assert "# drafted by model:fake" in (sorted(tmp_path.glob("*.yaml"))[0]).read_text()
 
 
+def test_hollmwood_plays_no_more_beats_than_the_simulations_make_moves():
+    from dspy_programs.narrative import DraftOutline, ReviseOutline
+
+    base = narrative_handler()
+
+    def handler(signature, inputs):  # a writer that never stops: 40 beats, some empty
+        if signature in (DraftOutline, ReviseOutline):
+            return {"beats" if signature is DraftOutline else "revised": ["", *["Mara Quell: lights a lamp"] * 40]}
+        return base(signature, inputs)
+
+    register_fake("prolix", FakeModel(handler))
+    try:
+        script = load_script(shipped_scripts(DEMO)[0])
+        script.turns = 1
+        story = tell(script, "hollmwood", "fake:prolix")
+        budget = sum(len(script.stage_cast(i)) for i in range(script.round_count))
+        assert len(story.log) == budget == 10 and all(m.goal == "Mara Quell: lights a lamp" for m in story.log)
+    finally:
+        unregister_fake("prolix")
+
+
 def test_a_move_whose_memory_fusion_never_parses_falls_back_to_the_goal(monkeypatch):
     from reveriemem.core.errors import ModelOutputError
     from reveriemem.narrative import methods
