@@ -42,17 +42,32 @@ def _pct(value: float) -> str:
 
 
 def _header(summary: dict[str, Any]) -> Section:
+    judge = summary["judge_model"]
     blocks: list[Any] = [
-        Paragraph(f"Book: {summary['book']}. Generator: {model_label(summary['model'])}. "
-                  f"Judge: {model_label(summary['judge_model']) if summary['judge_model'] else 'none (stories only)'}."),
+        Paragraph(f"Book: {summary['book']}. Generator: {model_label(summary['model'])}"
+                  f"{_resolved(summary['model'], summary.get('model_name', ''))}. "
+                  f"Judge: {model_label(judge) + _resolved(judge, summary.get('judge_model_name', '')) if judge else 'none (stories only)'}."),
         Paragraph(f"Scripts: {len(summary['scripts'])}; methods: {', '.join(summary['methods'])}; "
-                  f"judgements: {summary['judgements']} (each judged in both orders; an order disagreement is a tie)."),
+                  f"judgements: {summary['judgements']} (each judged in both orders; an order disagreement is a tie)"
+                  f"{_unparsed(summary.get('unparsed_verdicts', 0))}."),
     ]
+    if not summary.get("complete", True):
+        blocks.append(Paragraph(f"Partial: {summary['stories_done']} of {summary['stories_total']} stories and the "
+                                f"judgements of their pairs so far; the batch is still running or was stopped (a "
+                                f"rerun resumes it).", note=True))
     notes = {model_note(summary["model"]), model_note(summary["judge_model"])} - {""}
     if notes:
         blocks.append(Paragraph("Wiring only: " + "; ".join(sorted(notes)) + ". These figures say nothing about "
                                 "the quality of any method.", note=True))
     return Section("Run", blocks)
+
+
+def _resolved(spec: str, name: str) -> str:
+    return f", run as {name}" if name and name != spec else ""
+
+
+def _unparsed(count: int) -> str:
+    return f"; {count} verdict(s) never parsed and were counted as ties" if count else ""
 
 
 def _win_section(summary: dict[str, Any]) -> Section:
@@ -89,10 +104,13 @@ def _methods_section(summary: dict[str, Any]) -> Section:
     for method, m in summary["per_method"].items():
         realised = f"{m['stages_realised']}/{m['stages']}" if m["stages"] else "n/a"
         steps = "; ".join(f"{k}: {', '.join(v)}" for k, v in m["steps"].items())
-        rows.append([method, str(m["stories"]), str(m["moves"]), realised, str(m["calls"]), f"{m['seconds']:.1f}",
-                     steps])
-    return Section("Stories", [Table(["method", "stories", "moves", "stages realised", "model calls", "seconds",
-                                      "how each step was decided"], rows, numeric={1, 2, 4, 5})])
+        rows.append([method, str(m["stories"]), str(m["moves"]), str(m.get("goal_moves", "")), realised,
+                     str(m["calls"]), f"{m['seconds']:.1f}", steps])
+    return Section("Stories", [
+        Table(["method", "stories", "moves", "moves = goal", "stages realised", "model calls", "seconds",
+               "how each step was decided"], rows, numeric={1, 2, 3, 5, 6}),
+        Paragraph("'moves = goal': moves that are the director's goal word for word, the fallback when the "
+                  "model's move never parsed (or a model that only echoed its goal).", note=True)])
 
 
 def _samples(run_dir: Path, summary: dict[str, Any]) -> Section:

@@ -20,7 +20,7 @@ from typing import Any
 from reveriemem.core.errors import ReverieMemError
 from reveriemem.models import open_model
 from reveriemem.narrative.judge import Judgement, judge_pair, win_rates
-from reveriemem.narrative.log import Story
+from reveriemem.narrative.log import Story, parse_move
 from reveriemem.narrative.methods import METHODS, tell
 from reveriemem.narrative.scripts import Script, load_script, shipped_scripts
 
@@ -111,36 +111,43 @@ def run_narrative(spec: NarrativeSpec, progress: Progress | None = None) -> dict
         raise NarrativeRunError(f"The judge model {spec.judge_lm!r} is no model: the pairwise judge needs one "
                                 f"(leave --judge-lm out for stories only).")
     identity = {"book": spec.book, "model": spec.lm or generator.name, "judge_model": spec.judge_lm,
+                "model_name": generator.name, "judge_model_name": judge.name if judge is not None else "",
                 "methods": list(spec.methods), "scripts": [s.id for s in scripts],
                 "dimensions": list(spec.dimensions), "turns": spec.turns}
     out = Path(spec.out)
     _check_run(out, identity)
-    stories: dict[tuple[str, str], Story] = {}
-    for script in scripts:
-        for method in spec.methods:
-            stories[(script.id, method)] = _story(out, script, method, spec.lm, say)
     path = out / "judgements.jsonl"
     rows = _stored_judgements(path)
+    if path.is_file():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
     done = {(r["script_id"], r["first"], r["second"], r["dimension"]) for r in rows}
     first, others = spec.methods[0], list(spec.methods[1:])
-    if judge is not None:
-        if path.is_file():
-            data = path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                path.write_bytes(data[: data.rfind(b"\n") + 1])
-        for script in scripts:
-            for other in others:
-                wanted = [d for d in _dims(script, spec.dimensions) if (script.id, first, other, d) not in done]
-                if not wanted:
-                    continue
+    stories: dict[tuple[str, str], Story] = {}
+    total = len(scripts) * len(spec.methods)
+    # Each pair is judged as soon as its two stories exist and the report is rewritten after it,
+    # so a long batch (the bundled model takes hours) shows finished figures while it runs.
+    for count, script in enumerate(scripts, 1):
+        x = stories[(script.id, first)] = _story(out, script, first, spec.lm, say)
+        for other in others:
+            y = stories[(script.id, other)] = _story(out, script, other, spec.lm, say)
+            wanted = [d for d in _dims(script, spec.dimensions) if (script.id, first, other, d) not in done]
+            if judge is not None and wanted:
                 say(f"judge {script.id}: {first} vs {other}")
-                fresh: list[Judgement] = judge_pair(judge, script, stories[(script.id, first)],
-                                                    stories[(script.id, other)], only=wanted)
+                fresh: list[Judgement] = judge_pair(judge, script, x, y, only=wanted)
                 with path.open("a", encoding="utf-8") as fh:
                     for j in fresh:
                         fh.write(json.dumps(j.to_dict()) + "\n")
                 rows.extend(j.to_dict() for j in fresh)
-    summary = _summary(identity, scripts, stories, rows)
+            _write(out, identity, scripts[:count], stories, rows, total)
+    return _write(out, identity, scripts, stories, rows, total)
+
+
+def _write(out: Path, identity: dict[str, Any], scripts: list[Script], stories: dict[tuple[str, str], Story],
+           rows: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    summary = {**_summary(identity, scripts, stories, rows), "stories_done": len(stories), "stories_total": total,
+               "complete": len(stories) == total}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     from eval.narrative_report import write_report
 
@@ -158,11 +165,14 @@ def _summary(identity: dict[str, Any], scripts: list[Script], stories: dict[tupl
              rows: list[dict[str, Any]]) -> dict[str, Any]:
     per_method: dict[str, dict[str, Any]] = {}
     for (script_id, method), story in stories.items():
-        entry = per_method.setdefault(method, {"stories": 0, "moves": 0, "calls": 0, "seconds": 0.0,
+        entry = per_method.setdefault(method, {"stories": 0, "moves": 0, "goal_moves": 0, "calls": 0, "seconds": 0.0,
                                                "stages_realised": 0, "stages": 0, "steps": {}})
         script = next(s for s in scripts if s.id == script_id)
         entry["stories"] += 1
-        entry["moves"] += sum(1 for m in story.log if m.kind == "move")
+        moves = [m for m in story.log if m.kind == "move"]
+        entry["moves"] += len(moves)
+        # a move that is its goal word for word: the model's output never parsed (or it only echoed the goal)
+        entry["goal_moves"] += sum(1 for m in moves if (m.thought, m.action, m.speech) == parse_move(m.goal))
         entry["calls"] += story.calls
         entry["seconds"] = round(entry["seconds"] + story.seconds, 3)
         if script.with_script and method not in ("direct", "hollmwood"):
@@ -172,4 +182,5 @@ def _summary(identity: dict[str, Any], scripts: list[Script], stories: dict[tupl
             entry["steps"][step] = sorted({*entry["steps"].get(step, []), how})
     return {**identity, "scripts_detail": [{"id": s.id, "title": s.title, "mode": s.mode, "cast": s.cast,
                                             "source": s.source} for s in scripts],
-            "per_method": per_method, "judgements": len(rows), "win_rates": win_rates(rows)}
+            "per_method": per_method, "judgements": len(rows),
+            "unparsed_verdicts": sum(int(r.get("unparsed", 0)) for r in rows), "win_rates": win_rates(rows)}

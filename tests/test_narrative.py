@@ -87,6 +87,23 @@ def test_a_judge_that_always_prefers_the_first_text_gives_only_ties(built_demo):
         unregister_fake("biased")
 
 
+def test_a_verdict_that_never_parses_is_a_tie_and_the_judging_goes_on(built_demo):
+    def handler(signature, inputs):
+        # the first order's verdict is never JSON; the second names A
+        return "no verdict here" if "ledger" in inputs.get("story_a", "") else {"better": "A"}
+
+    register_fake("mumbling", FakeModel(handler))
+    try:
+        script = load_script(shipped_scripts(DEMO)[0])
+        x = Story(script.id, "reveriemem", "m", "the ledger, the ledger")
+        y = Story(script.id, "direct", "m", "a lamp")
+        judged = judge_pair(open_model("fake:mumbling"), script, x, y)
+        assert len(judged) == 5 and all(j.unparsed == 1 for j in judged)
+        assert all((j.x_as_a, j.x_as_b, j.winner) == ("tie", "A", "tie") for j in judged)
+    finally:
+        unregister_fake("mumbling")
+
+
 def test_win_rate_counts_ties_as_half_with_an_interval():
     rows = [{"first": "x", "second": "y", "mode": "script", "dimension": "Writing Quality", "winner": w}
             for w in ("x", "x", "tie", "y")]
@@ -160,8 +177,10 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert set(summary["per_method"]) == {"reveriemem", "direct", "hollmwood", "bookworld", "reveriemem-no-episodic",
                                           "reveriemem-no-semantic", "reveriemem-no-personality"}
     assert summary["per_method"]["reveriemem"]["stages_realised"] == summary["per_method"]["reveriemem"]["stages"] > 0
+    assert summary["per_method"]["reveriemem"]["goal_moves"] == 0  # every Memory-Fusion of the fake parses
     # 3 scripts x 6 comparisons x 5 dimensions, each judged in both orders
-    assert summary["judgements"] == 90
+    assert summary["judgements"] == 90 and summary["unparsed_verdicts"] == 0
+    assert summary["complete"] and summary["stories_done"] == summary["stories_total"] == 21 and summary["model_name"] == "fake"
     lines = (out / "judgements.jsonl").read_text().splitlines()
     assert len(lines) == 90 and all(json.loads(line)["x_as_b"] in {"A", "B", "tie"} for line in lines)
     html = (out / "report.html").read_text()
@@ -173,6 +192,37 @@ def test_the_whole_batch_runs_on_the_demo_and_resumes(built_demo, fake, tmp_path
     assert len(fake.calls) == calls  # every story and judgement was stored: nothing is asked again
     other = CliRunner().invoke(main, [*args[:-4], "--judge-lm", "fake", "--out", str(out)])
     assert other.exit_code == 1 and "another judge_model" in other.output
+
+
+def test_a_batch_that_stops_midway_leaves_a_partial_report_and_resumes(built_demo, tmp_path):
+    from dspy_programs.narrative import ActFromProfile
+    from eval.narrative_runner import NarrativeSpec, run_narrative
+    from reveriemem.core.errors import ModelUnavailableError
+
+    base = narrative_handler()
+    state = {"down": True}
+
+    def handler(signature, inputs):
+        if state["down"] and signature is ActFromProfile:  # bookworld's actors: the model is gone
+            raise ModelUnavailableError("The model went away.")
+        return base(signature, inputs)
+
+    register_fake("flaky", FakeModel(handler))
+    try:
+        spec = NarrativeSpec(DEMO, tmp_path / "run", methods=("reveriemem", "direct", "bookworld"),
+                             lm="fake:flaky", judge_lm="fake:flaky", limit=1, turns=1)
+        with pytest.raises(ModelUnavailableError):
+            run_narrative(spec)
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert not summary["complete"] and (summary["stories_done"], summary["stories_total"]) == (2, 3)
+        assert summary["judgements"] == 5  # reveriemem vs direct, judged before bookworld's story failed
+        assert "Partial: 2 of 3 stories" in (tmp_path / "run" / "report.md").read_text()
+        state["down"] = False
+        summary = run_narrative(spec)
+        assert summary["complete"] and summary["judgements"] == 10
+        assert "Partial" not in (tmp_path / "run" / "report.md").read_text()
+    finally:
+        unregister_fake("flaky")
 
 
 def test_the_narrative_assets_materialise_on_the_demo(built_demo, fake):
@@ -210,6 +260,27 @@ def test_scripts_are_drafted_from_the_built_scenes_and_load_back(built_demo, fak
         assert script.book == DEMO and len(script.cast) >= 2 and script.as_of_scene is not None
         assert [s.text for s in script.stages] == ["Scene 1 plays out.", "Scene 2 plays out."]  # the model's stages
     assert "# drafted by model:fake" in (sorted(tmp_path.glob("*.yaml"))[0]).read_text()
+
+
+def test_hollmwood_plays_no_more_beats_than_the_simulations_make_moves():
+    from dspy_programs.narrative import DraftOutline, ReviseOutline
+
+    base = narrative_handler()
+
+    def handler(signature, inputs):  # a writer that never stops: 40 beats, some empty
+        if signature in (DraftOutline, ReviseOutline):
+            return {"beats" if signature is DraftOutline else "revised": ["", *["Mara Quell: lights a lamp"] * 40]}
+        return base(signature, inputs)
+
+    register_fake("prolix", FakeModel(handler))
+    try:
+        script = load_script(shipped_scripts(DEMO)[0])
+        script.turns = 1
+        story = tell(script, "hollmwood", "fake:prolix")
+        budget = sum(len(script.stage_cast(i)) for i in range(script.round_count))
+        assert len(story.log) == budget == 10 and all(m.goal == "Mara Quell: lights a lamp" for m in story.log)
+    finally:
+        unregister_fake("prolix")
 
 
 def test_a_move_whose_memory_fusion_never_parses_falls_back_to_the_goal(monkeypatch):

@@ -17,7 +17,7 @@ from typing import Any
 
 from dspy_programs.narrative import judge_program
 from reveriemem.core.errors import ModelUnavailableError
-from reveriemem.models import ModelHandle, run_program
+from reveriemem.models import ModelHandle, run_or_fallback, run_program
 from reveriemem.narrative.log import Story
 from reveriemem.narrative.scripts import Script
 
@@ -59,6 +59,7 @@ class Judgement:
     x_as_b: str  # the verdict with X's story shown as B
     winner: str  # X, Y or "tie"
     judge_model: str
+    unparsed: int = 0  # orders whose verdict never parsed: each counted as a tie
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,11 +89,20 @@ def judge_pair(handle: ModelHandle, script: Script, x: Story, y: Story,
             continue
         common: dict[str, Any] = {"dimension": f"{name}: {criteria}", "profiles": script.profile_lines(),
                                   "scenario": script.plot_text()}
-        first = _verdict(run_program(handle, judge_program(), story_a=x.text, story_b=y.text, **common).better)
-        second = _verdict(run_program(handle, judge_program(), story_a=y.text, story_b=x.text, **common).better)
+        first, missed_first = _ask(handle, x.text, y.text, common)
+        second, missed_second = _ask(handle, y.text, x.text, common)
         out.append(Judgement(script.id, script.mode, x.method, y.method, name, first, second,
-                             combine(first, second, x.method, y.method), handle.name))
+                             combine(first, second, x.method, y.method), handle.name,
+                             unparsed=missed_first + missed_second))
     return out
+
+
+def _ask(handle: ModelHandle, story_a: str, story_b: str, common: dict[str, Any]) -> tuple[str, int]:
+    """One order's verdict, and 1 when the judge's output never parsed (then a tie: the batch goes on)."""
+    outcome = run_or_fallback(
+        handle, lambda h: _verdict(run_program(h, judge_program(), story_a=story_a, story_b=story_b, **common).better),
+        lambda: "tie", fallback_method="heuristic:unparsed-verdict-as-tie")
+    return outcome.value, int(outcome.method != f"model:{handle.name}")
 
 
 # -- win rates -------------------------------------------------------------------------------

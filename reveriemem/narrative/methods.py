@@ -168,11 +168,15 @@ def _hollmwood(script: Script, lm: str) -> Story:
         return [str(b) for b in revised.revised or drafted.beats or []] or fallback
 
     outline = run_or_fallback(handle, step, lambda: fallback, fallback_method="heuristic:stages-as-beats")
+    # The actors play at most as many beats as the simulations make moves (one per character of a
+    # stage per turn): a model that writes a 70-beat outline must not buy itself 70 actor calls.
+    budget = len(fallback) * max(1, script.turns)
+    beats = [b for b in outline.value if b.strip()][:budget] or fallback
     actor = ProfileActor(script, handle)
     log: list[Move] = []
     history: list[tuple[str, str]] = []
     location = script.locations[0].name if script.locations else "here"
-    for beat in outline.value:
+    for beat in beats:
         goals = parse_goals([beat], script.cast, "")
         character = next((c for c, g in goals.items() if g), script.cast[len(log) % len(script.cast)])
         played = actor.act(character, goals.get(character) or beat, location,
