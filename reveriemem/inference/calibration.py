@@ -166,5 +166,5 @@ def load_calibration(book: str, character: str, store: MemoryStore | None = None
     if not mine:
         return DEFAULT_CALIBRATION
     readings = [TrainReading.from_row(r) for r in rows]
-    return calibration_of(readings, f"generated train items of {book}, {len(readings)} readings over its "
+    return calibration_of(readings, f"generated items of {book}, train part: {len(readings)} readings over its "
                                     f"{len({r['character'] for r in rows})} focus characters")

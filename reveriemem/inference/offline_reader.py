@@ -180,7 +180,7 @@ class Rarity:
         return math.log((self.n + 1) / (self.df.get(term, 0) + 0.5))
 
     def mass(self, words: Iterable[str]) -> float:
-        return sum(self.weight(w) for w in set(words))
+        return sum(self.weight(w) for w in sorted(set(words)))  # sorted: the same sum in every process
 
 
 def overlap(a: Sequence[str] | frozenset[str], b: Sequence[str] | frozenset[str]) -> float:
@@ -225,7 +225,7 @@ class SupportIndex:
 
     def _shares(self, words: Iterable[str]) -> dict[int, float]:
         """For each window, the share of `words`' rarity mass it contains."""
-        weights = {t: self.rarity.weight(t) for t in set(words)}
+        weights = {t: self.rarity.weight(t) for t in sorted(set(words))}  # sorted: the same sums in every process
         total = sum(weights.values())
         if total <= 0:
             return {}
