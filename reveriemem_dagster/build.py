@@ -325,7 +325,7 @@ def build_book(
     if at_once > 1:
         book_runs = [one for run in book_runs for one in one_asset_runs(run)]
     order = book_runs + character_runs
-    after = [_inputs(run, book_runs) for run in book_runs] + [range(len(book_runs))] * len(character_runs)
+    after = [_inputs(run, book_runs[:i]) for i, run in enumerate(book_runs)] + [range(len(book_runs))] * len(character_runs)
     with tracking() as totals:
         try:
             with concurrent_runs(instance, at_once):
@@ -351,11 +351,10 @@ def one_asset_runs(run: PlannedRun) -> list[PlannedRun]:
     return [PlannedRun(run.partition, run.character, [asset]) for asset in run.assets]
 
 
-def _inputs(run: PlannedRun, runs: Sequence[PlannedRun]) -> list[int]:
-    """The indexes of the earlier `runs` that materialise an asset `run` reads."""
+def _inputs(run: PlannedRun, earlier: Sequence[PlannedRun]) -> list[int]:
+    """The indexes of the `earlier` runs that materialise an asset `run` reads."""
     needed = {key for asset in run.assets for key in asset.dependency_keys}
-    mine = runs.index(run)
-    return [i for i, other in enumerate(runs[:mine]) if any(a.key in needed for a in other.assets)]
+    return [i for i, other in enumerate(earlier) if any(a.key in needed for a in other.assets)]
 
 
 def _record_failure(exc: BaseException, instance: dg.DagsterInstance, slug: str, since: float,

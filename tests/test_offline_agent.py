@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from eval.items import gold_items, render_question
 from eval.matching import matched_letter
 from reveriemem.core.demo import demo_gold
+from reveriemem.core.storage import MemoryStore, PartitionRef
 from reveriemem.inference.calibration import DEFAULT_CALIBRATION, load_calibration
 from reveriemem.inference.offline import parse_options, quoted
 from reveriemem_dagster.cli import main
@@ -41,6 +42,17 @@ def test_the_build_stores_the_floors_and_ask_reads_them(built_demo) -> None:
     assert result.exit_code == 0, result.output
     offline = json.loads(result.output)["trace"]["offline"]
     assert offline["calibration"]["source"] == calibration.source
+
+
+def test_every_character_of_a_book_answers_with_the_floors_of_all_its_readings(built_demo, demo_book) -> None:
+    """The floors are the book's, chosen over every focus character's stored train readings together."""
+    store = MemoryStore.for_home()
+    stored = sum(store.read("reader_calibration", PartitionRef(built_demo, c.slug)).height for c in demo_book.characters)
+    floors = {c.slug: load_calibration(built_demo, c.slug) for c in demo_book.characters}
+    mara = floors["mara-quell"]
+    assert mara.n_train == stored > store.read("reader_calibration", PartitionRef(built_demo, "mara-quell")).height
+    assert all((f.option_floor, f.ratio_floor, f.question_floor, f.n_train) ==
+               (mara.option_floor, mara.ratio_floor, mara.question_floor, mara.n_train) for f in floors.values())
 
 
 def test_ask_and_eval_give_the_same_letter_for_every_gold_item(built_demo, demo_book, tmp_path: Path) -> None:

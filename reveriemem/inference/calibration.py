@@ -36,7 +36,6 @@ from reveriemem.core.storage import MemoryStore, PartitionRef
 READER_VERSION = "offline-reader-v5"  # stored readings of another version are not used
 MIN_TRAIN = 6  # fewer pooled train readings than this (or none of a split): the default floors
 BOOK_FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2)  # candidate floors of the whole book's support
-REFUSE = "E"  # the letter a reading's decision takes when it refuses
 
 
 @dataclass(frozen=True)

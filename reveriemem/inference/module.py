@@ -303,8 +303,8 @@ class ReverieInference(dspy.Module):
         return Turn(question=" ".join(question.split()), reply=pred.reply, state=pred.state, trace=pred.trace)
 
     def _following(self, reader: Reader, pool: Sequence[dict[str, Any]], as_of: int | None) -> dict[str, Any]:
-        """The next fact the character knows after each pool fact, when the book tells it close after
-        (`MemoryReader.follow`); a reader that cannot say gives none."""
+        """The facts the character knows that the book tells close after each pool fact (`MemoryReader.follow`),
+        by fact id; a reader that cannot say gives none."""
         follow = getattr(reader, "follow", None)
         if follow is None or not pool:
             return {}

@@ -207,9 +207,9 @@ class OfflineReasoner:
     def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene],
                after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> SupportIndex:
         """The pool's facts and the character's own scene notes, as passages; a passage's index is its
-        fact's index in `pool`. Each fact is read with the next fact the character knows that follows it
-        closely in the book (`after`, by fact id: `MemoryReader.follow`), as the whole book is read; without
-        it, with the next pool fact that does."""
+        fact's index in `pool`. Each fact is read with the facts the character knows that the book tells
+        closely after it (`after`, by fact id: `MemoryReader.follow`), as the whole book is read; without
+        them, with the pool facts that the book tells closely after it."""
         facts = joined([self.folding.apply(fact_passage(row)) for row in pool], [_span(row) for row in pool])
         for i, row in enumerate(pool):
             following = (after or {}).get(str(row.get("fact_id")))

@@ -165,7 +165,8 @@ def build_episodes(
     def elicit(index: int) -> Summary:
         presence = presences[index]
         passage = focus_passage(book, character, presence.spans, PASSAGE_WORDS)
-        notes = [note(p.scene_id, d) for p, d in zip(presences[:index], digests[:index])][-EARLIER_NOTES:]
+        first = max(0, index - EARLIER_NOTES)
+        notes = [note(p.scene_id, d) for p, d in zip(presences[first:index], digests[first:index])]
         try:
             return summarise(handle, program, character, presence, passage, notes)
         finally:
@@ -208,7 +209,7 @@ def setting_label(presence: ScenePresence) -> str:
 def note(scene_id: int, digest: Summary) -> str:
     """A short reminder of an earlier scene of the character's, as shown with later scenes: the start of its
     extractive digest (what the text says they lived there), so no scene's note waits for another's answer."""
-    return f"Scene {scene_id}: {clip(' '.join(digest.scene_understanding.split()), NOTE_WORDS)}"
+    return f"Scene {scene_id}: {clip(digest.scene_understanding, NOTE_WORDS)}"
 
 
 def summarise(
