@@ -54,6 +54,7 @@ class PresencePassage:
     private_to: str | None = None
     chapter: str = ""
     note: str = ""
+    unannotated: bool = False  # a stretch left out of the annotation: its facts are not scored
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,9 @@ def parse_presence_record(record: Mapping[str, Any], where: str) -> PresencePass
         raise PresenceAnnotationError(f"{where} needs a non-empty string `id`.")
     if not isinstance(marker, str) or not marker.strip():
         raise PresenceAnnotationError(f"Passage {ident} ({where}) needs a non-empty `marker`.")
+    if record.get("unannotated") is True:
+        return PresencePassage(id=ident, marker=marker, present=(), chapter=str(record.get("chapter") or ""),
+                               note=str(record.get("note") or ""), unannotated=True)
     if not isinstance(present, list) or not all(isinstance(n, str) for n in present):
         raise PresenceAnnotationError(f"Passage {ident} ({where}) needs `present` as a list of names.")
     private_to = record.get("private_to")
@@ -199,6 +203,7 @@ def _slug(book: Book, name: str, passage: PresencePassage) -> str:
 
 def locate_passages(book: Book, passages: Sequence[PresencePassage]) -> list[LocatedPassage]:
     """Each passage as a span of `book.text`: from its marker to the next one's (the last: the body's end).
+    An `unannotated` record only ends the passage before it: the text up to the next marker is left out.
 
     Markers are searched inside the story body; each must occur exactly once
     there, and the markers must follow the annotation's order.
@@ -219,6 +224,8 @@ def locate_passages(book: Book, passages: Sequence[PresencePassage]) -> list[Loc
         starts.append(found)
     located = []
     for index, passage in enumerate(passages):
+        if passage.unannotated:
+            continue  # from its marker to the next passage's, nothing is scored
         end = starts[index + 1] if index + 1 < len(starts) else body_end
         present = frozenset(_slug(book, name, passage) for name in passage.present)
         if passage.private:

@@ -88,6 +88,25 @@ def test_markers_out_of_story_order_and_unknown_names_are_errors():
         locate_passages(book, [PresencePassage("p1", "Ann sat", ("Dan",))])
 
 
+def test_an_unannotated_record_leaves_its_stretch_out_of_the_score(tmp_path: Path):
+    book = tale()
+    lines = [{"id": "p1", "marker": "Ann sat alone", "present": ["Ann Lee"]},
+             {"id": "gap", "marker": "Bob came in", "unannotated": True},
+             {"id": "p3", "marker": "Cal walked", "present": ["Cal Day"]},
+             {"id": "end", "marker": "Bob wrote", "unannotated": True}]
+    path = tmp_path / "tale.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    located = locate_passages(book, load_presence_annotation([path]))
+    assert [(p.id, p.start, p.end) for p in located] == [
+        ("p1", at(book, "Ann sat"), at(book, "Bob came")), ("p3", at(book, "Cal walked"), at(book, "Bob wrote"))]
+    rows = [fact(book, "Bob came", [("cal-day", "observation")]),  # in the gap: a leak if it were scored
+            fact(book, "Bob wrote", [("ann-lee", "observation")]),  # after the end: the same
+            fact(book, "far away", [("cal-day", "observation")])]
+    score = score_book_boundary(book, rows, load_presence_annotation([path]))
+    assert (score.facts_scored, score.facts_outside) == (1, 2)
+    assert (score.overall.grants, score.overall.leaks, score.overall.recall) == (1, 0, 1.0)
+
+
 def test_leaks_and_recall_arithmetic_per_character_and_overall():
     book = tale()
     rows = [
