@@ -1,6 +1,7 @@
 """Boundary precision of an offline-built memory against a hand-made presence annotation.
 
-    python benchmarks/boundary.py                      # Around the World in 80 Days, then the demo story
+    python benchmarks/boundary.py                      # every annotated novel (Around the World in 80 Days,
+                                                       # Tom Sawyer), then the demo story
     python benchmarks/boundary.py --book PATH --annotation A.jsonl [--annotation B.jsonl]
     python benchmarks/boundary.py --demo-only --keep-home
     python benchmarks/boundary.py --no-demo --presence-from-annotation   # the ceiling of the presence record
@@ -66,6 +67,12 @@ def default_annotation(slug: str) -> list[Path]:
     return [whole] if whole.exists() else sorted(PRESENCE.glob(f"{slug}.*.jsonl"))
 
 
+def annotated_books() -> list[Path]:
+    """The benchmark novels with a presence annotation under eval/presence/, in name order."""
+    slugs = sorted({path.name.split(".")[0] for path in PRESENCE.glob("*.jsonl")})
+    return [SHARED / f"{slug}.txt" for slug in slugs if (SHARED / f"{slug}.txt").exists()]
+
+
 def report(slug: str, seconds: float, embedder: str, passages: Any, worst: int) -> None:
     from eval.boundary import format_boundary, score_book_boundary
     from reveriemem.core.registry import load_book
@@ -113,8 +120,9 @@ def annotated_presence_ceiling(path: Path, characters: Path, slug: str, passages
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--book", default=str(SHARED / "around-the-world-in-80-days.txt"), help="book file")
-    parser.add_argument("--characters", help="character file (default: the one shipped for the book's name)")
+    parser.add_argument("--book", action="append",
+                        help="book file, repeatable (default: every book with an annotation under eval/presence/)")
+    parser.add_argument("--characters", help="character file of a single --book (default: the one shipped for its name)")
     parser.add_argument("--annotation", action="append", type=Path,
                         help="presence annotation JSONL, repeatable, in story order "
                              "(default: eval/presence/<book>.jsonl or <book>.*.jsonl)")
@@ -143,8 +151,12 @@ def main() -> None:
     print("model: none (offline build); leaks count grants by routes other than `direct` to a focus character "
           "not present in the passage (private narration: only its narrator)")
     try:
-        if not args.demo_only:
-            path = Path(args.book)
+        books = [Path(b) for b in args.book or []] or annotated_books()
+        if args.characters and len(books) != 1:
+            raise SystemExit("--characters goes with a single --book.")
+        if args.annotation and len(books) != 1:
+            raise SystemExit("--annotation goes with a single --book.")
+        for path in [] if args.demo_only else books:
             slug = slugify(path.stem)
             characters = Path(args.characters) if args.characters else shipped_character_file(slug)
             if characters is None:
@@ -155,9 +167,11 @@ def main() -> None:
             passages = load_presence_annotation(files)
             if args.presence_from_annotation:
                 annotated_presence_ceiling(path, characters, slug, passages, args.worst)
-                return
+                continue
             seconds = build_offline(path, characters, slug, embedder)
             report(slug, seconds, embedder, passages, args.worst)
+        if args.presence_from_annotation:
+            return
         if args.demo_only or not args.no_demo:
             seconds = build_offline(demo_book_path(), demo_characters_path(), DEMO_SLUG, embedder)
             report(DEMO_SLUG, seconds, embedder, gold_scene_passages(demo_gold()), args.worst)

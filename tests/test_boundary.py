@@ -177,11 +177,11 @@ def test_annotation_files_concatenate_in_order_and_reject_duplicates(tmp_path: P
         load_presence_annotation([tmp_path / "bad.jsonl"])
 
 
-def test_the_shipped_presence_annotation_locates_in_its_book():
+@pytest.mark.parametrize("slug, passages", [("around-the-world-in-80-days", 288), ("tom-sawyer", 221)])
+def test_the_shipped_presence_annotations_locate_in_their_books(slug, passages):
     from reveriemem.core.demo import shipped_character_file
     from reveriemem.core.registry import prepare_book
 
-    slug = "around-the-world-in-80-days"
     path = Path(__file__).resolve().parents[2] / "shared" / "books" / f"{slug}.txt"
     if not path.exists():
         pytest.skip(f"{path} is not here")
@@ -190,7 +190,7 @@ def test_the_shipped_presence_annotation_locates_in_its_book():
     book, _ = prepare_book(path, character_file)
     files = sorted((Path(__file__).resolve().parents[1] / "eval" / "presence").glob(f"{slug}.*.jsonl"))
     located = locate_passages(book, load_presence_annotation(files))
-    assert len(located) == 288 and located[-1].end == book.body_end
+    assert len(located) == passages and located[-1].end == book.body_end
 
 
 def test_demo_gold_scenes_are_passages_with_present_characters(demo_book):
