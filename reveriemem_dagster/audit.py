@@ -9,6 +9,7 @@ fills that column with (`BookReading.candidates`), without scene ids or cut.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from reveriemem.core.registry import Book
@@ -73,15 +74,30 @@ class _Headings:
         self.flags = heading_flags(self.paragraphs)
 
     def before(self, first_paragraph: int) -> str:
-        """The run of heading paragraphs just before paragraph `first_paragraph`, joined as in the text."""
+        """The run of heading paragraphs just before paragraph `first_paragraph`, joined as in the text,
+        back to the first that is not a title: a contents page (more than `TITLE_LINES` lines) or a
+        sentence of prose (a transcriber's note) ends it."""
         if not self.paragraphs:
             return ""
         position = first_paragraph - self.paragraphs[0].index - 1
         run: list[str] = []
         while 0 <= position < len(self.paragraphs) and self.flags[position]:
-            run.append(normalise_space(self.paragraphs[position].text))
+            text = self.paragraphs[position].text
+            if run and not _title_like(text):
+                break
+            run.append(normalise_space(text))
             position -= 1
         return " ".join(reversed(run))
+
+
+TITLE_LINES = 3  # a chapter's heading is a few short lines; a contents page is many
+_PROSE_SENTENCE = re.compile(r"^(?:\S+\s+){8,}\S*[.!?][\"”’']?$")
+
+
+def _title_like(text: str) -> bool:
+    """A heading paragraph that may belong to a chapter's title: a few lines, not a sentence of prose."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) <= TITLE_LINES and _PROSE_SENTENCE.match(normalise_space(text)) is None
 
 
 def missing_numbers(chapters: list[Chapter]) -> list[int]:

@@ -158,3 +158,19 @@ def test_the_export_command_offers_every_exported_layer():
 
     layer = next(p for p in main.commands["export"].params if p.name == "layer")
     assert list(layer.type.choices) == list(LAYERS)  # type: ignore[attr-defined]
+
+
+def test_a_chapter_heading_stops_at_a_contents_page_or_a_sentence_of_prose():
+    from reveriemem.core.demo import shipped_character_file
+    from reveriemem.core.registry import prepare_book
+    from reveriemem.source_to_memory.reading import BookReading
+    from reveriemem_dagster.audit import _detected_chapters, _Headings
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "books" / "treasure-island.txt"
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    book, _ = prepare_book(path, shipped_character_file("treasure-island"))
+    reading = BookReading(book)
+    first = _detected_chapters(reading, _Headings(reading))[0]
+    # the table of contents just before it is not part of chapter 1's heading; the title lines are
+    assert first.heading == "TREASURE ISLAND PART ONE--The Old Buccaneer 1 The Old Sea-dog at the Admiral Benbow"
