@@ -17,5 +17,8 @@ CHARACTER_ASSETS = [scenes.character_scenes, episodic.episodes,
                     evaluation.reader_calibration]
 EVALUATION_ASSETS = [evaluation.kbf_items, evaluation.kbf_report]
 NARRATIVE_ASSETS = [narrative.scripts, narrative.stories, narrative.judgements, narrative.narrative_report]
+# Modules an asset imports only when it runs and that take a moment to import (hdbscan: about a second of CPU):
+# a build imports those of its planned assets in the background while its first model calls are out.
+SLOW_IMPORTS = {personality.personality_patterns.key: ("hdbscan",)}
 
-__all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "NARRATIVE_ASSETS", "book_text"]
+__all__ = ["BOOK_ASSETS", "CHARACTER_ASSETS", "EVALUATION_ASSETS", "NARRATIVE_ASSETS", "SLOW_IMPORTS", "book_text"]

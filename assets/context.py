@@ -35,6 +35,10 @@ from reveriemem_dagster.partitions import book_partitions, partition_ref
 
 CODE_VERSION = "3"  # 3: rosters v5 (narrated movement: pronoun departures, "alone", following a leaver, the company). 2: offline scenes v2 (place/time splits, no headings), presence as a state with deaths, episodic notes from presence spans, own-line excerpts
 
+# The op tag of every asset that asks the model: where several steps of a run are ready at once, Dagster runs
+# these first, so their calls go out before the rules steps beside them (a character's scenes, emotions).
+ASKS_MODEL = {"dagster/priority": "1"}
+
 book_text = dg.AssetSpec(
     "book_text", partitions_def=book_partitions, group_name="source",
     description="A registered book (text, body offsets, focus characters); observed at registration and build.",

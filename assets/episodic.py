@@ -9,7 +9,7 @@ own earlier memories, embedded and stored in LanceDB for similarity search.
 import dagster as dg
 import polars as pl
 
-from assets.context import CODE_VERSION, ModelUsage, partition_of
+from assets.context import ASKS_MODEL, CODE_VERSION, ModelUsage, partition_of
 from reveriemem.core.schemas import EPISODES, episodes_schema
 from reveriemem.core.storage import frame
 from reveriemem.source_to_memory.episodic import build_episodes
@@ -23,7 +23,7 @@ GROUP = "episodic"
           code_version=CODE_VERSION, ins={"scenes": dg.AssetIn(partition_mapping=book_of_pair),
                "scene_rosters": dg.AssetIn(partition_mapping=book_of_pair),
                "utterances": dg.AssetIn(partition_mapping=book_of_pair)},
-          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+          metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"}, op_tags=ASKS_MODEL,
           check_specs=[dg.AssetCheckSpec(
               "episodes_match_presence", asset="episodes",
               description="One non-empty episode per scene the character is present for, none for any other scene.",

@@ -16,7 +16,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from assets.context import CODE_VERSION, ModelUsage, partition_of
+from assets.context import ASKS_MODEL, CODE_VERSION, ModelUsage, partition_of
 from reveriemem.core import progress
 from reveriemem.core.schemas import ENTITIES, MEMBERSHIPS, SCENE_GRAPHS, facts_schema
 from reveriemem.core.storage import frame
@@ -51,7 +51,7 @@ def _scene_triples(scenes: pl.DataFrame) -> list[tuple[int, int, int]]:
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
-          kinds={"parquet", "dspy"},
+          kinds={"parquet", "dspy"}, op_tags=ASKS_MODEL,
           check_specs=[dg.AssetCheckSpec("scene_graphs_cover_scenes", asset="scene_graphs",
                                          description="Every scene has at least one passage row.")])
 def scene_graphs(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame):

@@ -11,7 +11,7 @@ description (embedded for search) and verbatim excerpts.
 import dagster as dg
 import polars as pl
 
-from assets.context import CODE_VERSION, ModelUsage, partition_of
+from assets.context import ASKS_MODEL, CODE_VERSION, ModelUsage, partition_of
 from reveriemem.core import progress
 from reveriemem.core.registry import Book
 from reveriemem.core.schemas import DIALOGUE_RECORDS, EMOTION_TRANSITIONS, PERSONALITY_PATTERNS, patterns_schema
@@ -26,7 +26,7 @@ GROUP = "personality"
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
-          kinds={"parquet", "dspy"},
+          kinds={"parquet", "dspy"}, op_tags=ASKS_MODEL,
           check_specs=[dg.AssetCheckSpec("dialogue_is_annotated", asset="dialogue_records",
                                          description="Every utterance of a focus character has an annotation.")])
 def dialogue_records(context: dg.AssetExecutionContext, lm: LanguageModel, utterances: pl.DataFrame,
@@ -84,7 +84,7 @@ def emotion_transitions(context: dg.AssetExecutionContext, dialogue_records: pl.
 
 
 @dg.asset(partitions_def=book_character_partitions, io_manager_key="memory_io", group_name=GROUP,
-          code_version=CODE_VERSION, metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+          code_version=CODE_VERSION, metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"}, op_tags=ASKS_MODEL,
           ins={"dialogue_records": dg.AssetIn(partition_mapping=book_of_pair)},
           check_specs=[
               dg.AssetCheckSpec("excerpts_are_verbatim", asset="personality_patterns",

@@ -10,7 +10,7 @@ for search; `utterances` (book): quoted speech with attributed speakers;
 import dagster as dg
 import polars as pl
 
-from assets.context import CODE_VERSION, ModelUsage, book_text, partition_of
+from assets.context import ASKS_MODEL, CODE_VERSION, ModelUsage, book_text, partition_of
 from reveriemem.core.schemas import CHARACTER_SCENES, ROSTERS, UTTERANCES, scenes_schema
 from reveriemem.core.storage import frame
 from reveriemem.core.text import normalise_space
@@ -36,7 +36,7 @@ def scenes_from_frame(reading: BookReading, frame: pl.DataFrame) -> list[Span]:
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
-          deps=[book_text], metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"},
+          deps=[book_text], metadata={"backend": "lancedb"}, kinds={"lancedb", "dspy"}, op_tags=ASKS_MODEL,
           check_specs=[dg.AssetCheckSpec("scenes_are_ordered", asset="scenes",
                                          description="Scenes exist, are ordered and do not overlap.")])
 def scenes(context: dg.AssetExecutionContext, lm: LanguageModel, embedder: EmbeddingModel):
@@ -97,7 +97,7 @@ def utterances(context: dg.AssetExecutionContext, scenes: pl.DataFrame) -> pl.Da
 
 
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
-          deps=[book_text], kinds={"parquet", "dspy"},
+          deps=[book_text], kinds={"parquet", "dspy"}, op_tags=ASKS_MODEL,
           check_specs=[dg.AssetCheckSpec("rosters_are_complete", asset="scene_rosters",
                                          description="Every scene has one roster row per focus character.")])
 def scene_rosters(context: dg.AssetExecutionContext, lm: LanguageModel, scenes: pl.DataFrame):

@@ -15,12 +15,16 @@ cached, i.e. the failed scenes.
 
 A build is one Dagster run for the book-level assets and then one per focus
 character, launched through the project's instance from the calling process
-(never from inside a run). The characters' runs depend on the book-level run
-only, so they run at once, each in its own thread (`reveriemem_dagster.
-parallel_runs`: as many as model calls may be in flight, one at a time for a
-model that answers one call at a time); the report lists them in plan order
-whatever order they finished in. Dagster orders the assets of a run, and
-`graphlib` orders the report.
+(never from inside a run), one after another when model calls go one at a
+time. When they may overlap, the runs are cut by what each model step reads
+(`reveriemem_dagster.run_cuts`: a character's episodic notes wait for the
+scenes and rosters only, not for the book's facts) and each run starts, in its
+own thread, as soon as the runs it reads from have ended
+(`reveriemem_dagster.parallel_runs`: as many at once as model calls may be in
+flight); the report lists the assets in plan order whatever order the runs
+finished in. Dagster orders the assets of a run (an asset that asks the model
+first among those ready, `assets.context.ASKS_MODEL`), and `graphlib` orders
+the report.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ from reveriemem.models.concurrency import run_at_once
 from reveriemem.models.usage import tracking
 from reveriemem_dagster.instance import get_instance, register_partitions
 from reveriemem_dagster.io_managers import MemoryIOManager
-from reveriemem_dagster.parallel_runs import concurrent_runs, partitions_at_once
+from reveriemem_dagster.parallel_runs import concurrent_runs, import_while_waiting, partitions_at_once
 from reveriemem_dagster.partitions import pair_key, partition_ref
 from reveriemem_dagster.resources import EmbeddingModel, LanguageModel
+from reveriemem_dagster.run_cuts import PlannedRun, cut_runs, waits
 
 MODEL_TAG, EMBEDDER_TAG = "reveriemem/lm", "reveriemem/embedder"  # on every build run: what made the outputs
 BOOK_TAG = "reveriemem/book"
@@ -66,19 +71,6 @@ class PartitionStatus:
     run: bool
     reason: str  # why it runs, or why it is skipped
     failed_scenes: int = 0  # recorded by its latest materialisation
-
-
-@dataclass
-class PlannedRun:
-    """One Dagster run of a build: some assets of one partition."""
-
-    partition: str | dg.MultiPartitionKey
-    character: str | None  # None for the book-level run
-    assets: list[dg.AssetsDefinition]  # to materialise, in dependency order
-
-    @property
-    def label(self) -> str:
-        return str(self.partition)
 
 
 @dataclass
@@ -304,8 +296,6 @@ def build_book(
     report = BuildReport(book=slug, metadata=dict(plan.metadata), ran=plan.to_run, skipped=plan.skipped)
     started = time.monotonic()
     launched_after = time.time()
-    book_runs = [run for run in plan.runs if run.character is None]
-    character_runs = [run for run in plan.runs if run.character is not None]
     running: list[PlannedRun] = []  # in plan order: the run a failure or interrupt is reported in
 
     def launch(run: PlannedRun) -> dict[str, dict[str, Any]]:
@@ -318,14 +308,13 @@ def build_book(
         running.remove(run)
         return _metadata(result)
 
-    # Runs go as soon as the runs they depend on have ended: with calls that may overlap, the book-level run is
-    # cut into one-asset runs (`one_asset_runs`: rosters, extraction and dialogue annotation ask the model at
-    # once), and the characters' runs, which depend on the book-level assets only, go together after them.
+    # Runs go as soon as the runs they read from have ended. With calls that may overlap, the plan's runs are cut
+    # by `run_cuts.cut_runs`: every model step starts once what it reads exists, e.g. a character's episodic notes
+    # once the scenes and rosters exist, beside the book's entities, facts and dialogue annotation.
     at_once = partitions_at_once(lm, instance)
-    if at_once > 1:
-        book_runs = [one for run in book_runs for one in one_asset_runs(run)]
-    order = book_runs + character_runs
-    after = [_inputs(run, book_runs[:i]) for i, run in enumerate(book_runs)] + [range(len(book_runs))] * len(character_runs)
+    stop_waiting = import_while_waiting([asset.key for run in plan.runs for asset in run.assets])
+    order = cut_runs(plan.runs) if at_once > 1 else list(plan.runs)
+    after = [waits(run, order[:i]) for i, run in enumerate(order)]
     with tracking() as totals:
         try:
             with concurrent_runs(instance, at_once):
@@ -334,6 +323,8 @@ def build_book(
             current = min(running, key=order.index) if running else None
             _record_failure(exc, instance, slug, launched_after, current)
             raise
+        finally:
+            stop_waiting()
     for run, values in zip(order, done):
         report.runs += 1
         for key, value in values.items():
@@ -344,17 +335,6 @@ def build_book(
     report.usage = totals.summary()
     report.seconds = time.monotonic() - started
     return report
-
-
-def one_asset_runs(run: PlannedRun) -> list[PlannedRun]:
-    """The book-level run cut into one run per asset, in dependency order (`_inputs` says which wait for which)."""
-    return [PlannedRun(run.partition, run.character, [asset]) for asset in run.assets]
-
-
-def _inputs(run: PlannedRun, earlier: Sequence[PlannedRun]) -> list[int]:
-    """The indexes of the `earlier` runs that materialise an asset `run` reads."""
-    needed = {key for asset in run.assets for key in asset.dependency_keys}
-    return [i for i, other in enumerate(earlier) if any(a.key in needed for a in other.assets)]
 
 
 def _record_failure(exc: BaseException, instance: dg.DagsterInstance, slug: str, since: float,

@@ -1,12 +1,15 @@
 """Several Dagster runs of one build at once, in threads of the calling process.
 
-A build's character partitions depend on its book-level run only, not on each
-other, so `build_book` runs them at once (`partitions_at_once` of them): each
-character's model calls then overlap with the others' instead of waiting for
-the previous character's run to end. They are threads, not processes, so the
-model calls of all of them share one bound (`reveriemem.models.concurrency.
-call_slot`), one model cache and one progress display, and a model registered
-in the process (a test or benchmark stand-in) is the one every run uses.
+When model calls may overlap, `build_book` starts each of a build's runs (cut
+by `reveriemem_dagster.run_cuts`) as soon as the runs it reads from have
+ended, up to `partitions_at_once` of them at a time: the characters' model
+calls then overlap with each other's and with the book's later steps. They are
+threads, not processes, so the model calls of all of them share one bound
+(`reveriemem.models.concurrency.call_slot`), one model cache and one progress
+display, and a model registered in the process (a test or benchmark stand-in)
+is the one every run uses. `import_while_waiting` imports the slow modules of
+the planned steps (hdbscan) while the first calls are out, not inside a step
+that shares the process's one interpreter lock with the others.
 
 Two things Dagster does at the start of every run assume one run per process,
 and `concurrent_runs(instance)` turns them off on the instance while the runs
@@ -27,12 +30,17 @@ go:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import importlib
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import dagster as dg
 from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
 
+from reveriemem.core import progress
 from reveriemem.models import open_model
 from reveriemem.models.concurrency import concurrency_for
 
@@ -67,3 +75,30 @@ def concurrent_runs(instance: dg.DagsterInstance, at_once: int) -> Iterator[None
     finally:
         del instance.get_yaml_python_handlers
         instance._compute_log_manager = capture  # noqa: SLF001
+
+
+def import_while_waiting(keys: Sequence[dg.AssetKey]) -> Callable[[], None]:
+    """Import the slow modules the planned assets import when they run (`assets.SLOW_IMPORTS`) in a daemon thread,
+    from the moment the first model call of the build is in flight; returns what stops the waiting.
+
+    The runs wait for the model meanwhile; imported inside a step, the same second of CPU would be taken from
+    the steps running beside it. A module that fails to import fails later in its step, as before.
+    """
+    from assets import SLOW_IMPORTS
+
+    modules = sorted({name for key in keys for name in SLOW_IMPORTS.get(key, ())} - set(sys.modules))
+    once = threading.Lock()
+
+    def load() -> None:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    def on_event(event: progress.ProgressEvent) -> None:
+        if event.kind == "in_flight" and event.done > 0 and once.acquire(blocking=False):
+            threading.Thread(target=load, name="reveriemem-imports", daemon=True).start()
+
+    if not modules:
+        return lambda: None
+    progress.add_listener(on_event)
+    return lambda: progress.remove_listener(on_event)

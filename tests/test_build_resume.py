@@ -128,9 +128,9 @@ def test_model_cache_and_skipping_leave_nothing_for_the_model(ledger: str) -> No
         assert again.runs == 0 and len(fake.calls) == calls and again.usage["calls"] == 0
 
         forced = _scene_build(ledger, lm="fake:resume", force=True)  # every partition again, every answer cached
-        # every partition again, the book's assets in one run each (calls may overlap), then the two characters'
-        book_level = [r for r in forced.ran if "|" not in r.partition]
-        assert forced.runs == len(book_level) + 2 and len(fake.calls) == calls
+        # every partition again, in runs cut by what each model step reads (calls may overlap): the scenes with the
+        # utterances, the rosters, and each character's
+        assert forced.runs == 2 + 2 and len(fake.calls) == calls
         assert forced.usage["calls"] == 0 and forced.usage["cached_calls"] == calls
     finally:
         unregister_fake("resume")

@@ -84,9 +84,9 @@ def test_characters_build_at_once_with_the_rows_of_a_serial_build(tmp_path: Path
         assert frame.height > 0
         assert pooled["tables"][key].equals(frame), key
     assert list(pooled["report"].metadata) == list(serial["report"].metadata)
-    # one run for the book's assets and one per character; at once, the book's run is cut into one per asset
-    book_assets = [s for s in serial["report"].ran if "|" not in s.partition]
-    assert serial["report"].runs == 3 and pooled["report"].runs == len(book_assets) + 2
+    # one run for the book's assets and one per character; at once, the runs are cut by what each model step
+    # reads: the scenes with the utterances, the rosters, and each character's scenes with its episodes
+    assert serial["report"].runs == 3 and pooled["report"].runs == 2 + 2
     # the runs did not leave the process writing its output into a Dagster log file
     now = os.fstat(1)
     assert (now.st_dev, now.st_ino) == (terminal.st_dev, terminal.st_ino)

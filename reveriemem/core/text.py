@@ -311,6 +311,8 @@ def fold(text: str) -> str:
     """Case, curly quotes, ligatures and accents folded away: "Hæmoglobin" -> "haemoglobin",
     "Bohème" -> "boheme" (a question typed without the book's accents still meets it)."""
     decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_LIGATURES))
+    if decomposed.isascii():  # no combining marks to drop (most text: the per-character filter is slow)
+        return decomposed
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
