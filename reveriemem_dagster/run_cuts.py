@@ -12,8 +12,8 @@ it, or what reads it, wait for a model step it does not need, and it saves a run
 a fixed start-up (a new event-log database, planned events, resource set-up), and Dagster's SQLite event
 log serialises every run's reads and writes in the process, so fewer runs is less time on the critical
 path. For the project's assets: the book's scenes with utterances, rosters, the scene graphs with
-entities, memberships and facts, the dialogue records; each character's scenes with its episodes, its
-emotion transitions with its patterns, and its reader calibration (4 + 3 per character).
+entities and memberships, the dialogue records, the facts; each character's scenes with its episodes,
+its emotion transitions with its patterns, and its reader calibration (5 + 3 per character).
 
 `waits` gives for each run the indexes of the earlier runs it reads from, for `run_at_once(after=...)`.
 What an asset reads is what Dagster's graph says (its `dependency_keys`): a book-level asset is read by the
