@@ -82,3 +82,51 @@ def test_departure_verbs_need_their_own_subject():
     assert not departs(text, len("Bob"), len(text))
     text = "Bob went back to his seat by the window."
     assert not departs(text, len("Bob"), len(text))
+
+
+NARRATED = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+
+
+def test_the_company_stays_behind_when_the_first_person_narrator_leaves(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob and I sat over our supper in the parlour of the inn, talking of the harvest.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+I left them there and went down to the cellar with a candle. I counted the casks along the wall.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, '"The barley is in')
+    assert "bob-hale" not in knowers(knows, "I counted the casks")
+    assert "ann-moss" in knowers(knows, "I counted the casks")
+
+
+def test_the_narrator_moving_with_the_company_separates_nobody(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob and I sat over our supper in the parlour of the inn, talking of the harvest.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+Bob and I went out to the yard together. The moon was up over the barn roof.
+""", NARRATED)
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "The moon was up")
+
+
+def test_he_after_a_participle_clause_leaves_as_the_speaker_before_him(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob stood on the deck of the ship in the evening light, watching the gulls.
+
+"A fair wind for the morning," says Bob.
+
+And clapping her upon the shoulder, he hobbled off forward and went below.
+
+Ann leaned on the rail and watched the lights of the harbour come out one by one.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "Ann leaned on the rail")
+
+
+def test_seeming_is_no_arrival():
+    from reveriemem.source_to_memory.rosters import _ARRIVAL
+
+    assert _ARRIVAL.search(" himself appeared less terrible in contrast with this creature of the woods") is None
+    assert _ARRIVAL.search(" appeared at the door with a lantern") is not None
+    assert _ARRIVAL.search(" appeared.") is not None

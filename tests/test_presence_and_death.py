@@ -116,6 +116,32 @@ My companion smiled and went back to his test tubes.
     assert "bob-hale" in knowers(knows, "My companion smiled")
 
 
+def test_a_relational_descriptor_speaks_for_nobody_before_its_character_is_in_the_scene(tmp_path):
+    _, roster, knows = build(tmp_path, """
+I met an old friend at the corner of the street, and we walked along together towards the river.
+
+"That is a strange thing," remarked my companion; "you are the second man to-day to say so."
+
+"And who was the first?" I asked him.
+""")
+    assert "bob-hale" not in knowers(knows, '"That is a strange thing')  # the friend speaks, not Bob
+    assert roster["bob-hale"].utterances == 0
+
+
+def test_having_been_somewhere_once_is_no_presence_in_the_scene(tmp_path):
+    _, roster, knows = build(tmp_path, """
+The farm prospered, and the girl grew up tall and fair among the wheat fields of the valley.
+
+Wherever there were adventures to be had in those years, Bob had been there in search of them.
+
+The old farmer counted his cattle in the evening and locked the gate of the yard.
+
+Bob walked up to the gate at dusk and called to the farmer for a drink of water.
+""")
+    assert "bob-hale" not in knowers(knows, "The farm prospered")  # before he rides up
+    assert "bob-hale" in knowers(knows, "Bob walked up")
+
+
 def test_nothing_is_granted_after_a_narrated_death(tmp_path):
     _, roster, knows = build(tmp_path, """
 Ann and Cy sat by the fire while the storm beat upon the shutters.

@@ -7,7 +7,10 @@ subject in the same paragraph; a quote that continues an unclosed quote of
 the paragraph before; and, in an untagged run of a two-person exchange,
 alternation with the speaker two paragraphs back. Speakers who are not
 focus characters are recorded by name, so their lines are never given to a
-focus character.
+focus character. A relational descriptor ("remarked my companion") speaks for
+its character only once that character has been named in the scene or has
+spoken there: before that its referent is unknown (Watson's companion is young
+Stamford before he is Holmes), as the rosters also read it.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from dataclasses import dataclass, field
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject
-from reveriemem.source_to_memory.mentions import Mention
+from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ATTRIBUTION_VERSION = "dialogue-v1"
+ATTRIBUTION_VERSION = "dialogue-v2"
 
 SPEECH_VERBS = (
     "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
@@ -122,9 +125,16 @@ def attribute_dialogue(
     before_previous: Utterance | None = None
     open_quote = False
     recent: list[tuple[int, str, bool]] = []  # (paragraph, slug, acting subject?) of narration mentions
+    named: set[str] = set()  # named in this scene's narration, or speaking: "my companion" may now mean them
+    scene: int | None = None
     for paragraph in paragraphs:
         spans, still_open = quote_spans(paragraph)
-        mentions = mentions_by_paragraph.get(paragraph.index, [])
+        if scene_of is not None and scene_of.get(paragraph.index) != scene:
+            scene, named = scene_of.get(paragraph.index), set()
+        # a relational descriptor ("my companion") before its character is named in the scene: nobody known
+        mentions = [m for m in mentions_by_paragraph.get(paragraph.index, [])
+                    if not (is_relational(m) and m.character not in named)]
+        named |= {m.character for m in mentions if m.kind == "name" and not in_spans(m.start, spans)}
         same_scene = (
             previous is not None
             and previous.paragraph == paragraph.index - 1
@@ -172,6 +182,8 @@ def attribute_dialogue(
             ):
                 _copy_speaker(utterance, before_previous, "alternation")
         recent.extend(_narrated(text, paragraph, mentions, spans))
+        if utterance.speaker:
+            named.add(utterance.speaker)
         utterances.append(utterance)
         before_previous = previous if same_scene else None
         previous = utterance

@@ -6,7 +6,12 @@ Cues the rosters read from narration (never from inside quotation marks):
   "went to his cabin", "proceeded to the after-deck"). A move within the room
   ("went back to his seat", "withdrew to the window") is no departure;
 - **solitude**: "Fogg was alone", "he found himself alone with her": everyone
-  else present is gone from that point (until their own next evidence).
+  else present is gone from that point (until their own next evidence);
+- a **narrator's move**: "I slipped out of the cabin", "I went below", "I came
+  back to the stockade", "I entered the house". First-person narration is
+  always where its narrator is, so when the narrator leaves or arrives, the
+  company they were with stays behind (each present again only from their own
+  next evidence), as when the narrator is alone.
 
 The subject is a named character, or "he"/"she" standing for the character of
 that gender who last acted by name in the same or the previous paragraph; a
@@ -23,7 +28,8 @@ _PARTS = (
     r"(?:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|"
     r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
     r"street|town|city|shore|quay|wharf|pier|boat|ship|steamer|garden|yard|court|door|gate|consulate|"
-    r"police\s+station|prison|cell|camp|tent|village)s?"
+    r"police\s+station|prison|cell|camp|tent|village|forecastle|galley|stockade|block-?\s?house|log-?\s?house|"
+    r"fort|hut|cottage|cave|beach|wood|forest|thicket|hill|island|church|school|shop|tavern|barn|field)s?"
 )
 _LEAVES = (
     r"left\s+(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
@@ -47,7 +53,10 @@ _SOLITUDE = re.compile(
     r"\b(?:was|were|remained|stayed|sat|stood|waited|lived|being|found\s+(?:him|her)self|left)\s+(?:quite\s+|all\s+|now\s+)?"
     r"alone\b(?:\s+with\s+(?P<with>[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?|him|her))?"
 )
-_PRONOUN_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+|\b(?:and|then)\s+)(?P<pronoun>He|She|he|she)\s+(?:\w+ly\s+)?")
+# A pronoun subject opens a sentence or a clause, or follows a participle's clause ("And clapping me upon
+# the shoulder, he hobbled off forward and went below").
+_PRONOUN_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+|\b(?:and|then)\s+|(?<=,)\s+)(?P<pronoun>He|She|he|she)\s+"
+                            r"(?:\w+ly\s+)?")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _PRONOUN_GENDER = {"he": "male", "she": "female"}
 
@@ -135,6 +144,31 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
                     continue  # alone with someone we cannot name: decide nothing
                 stays.add(other)
             out.append((sentence.start(), frozenset(stays)))
+    return out
+
+
+# "I" opening a clause of narration (a first-person narrator as subject), then the verb after an adverb.
+# "Joyce and I got out" is the company moving together: no move of the narrator's alone.
+_I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so)\s+)I\s+"
+                      r"(?:\w+ly\s+)?(?:then\s+)?")
+# The narrator's arrival somewhere ("I came back to the stockade", "I entered the house", "I reached the
+# boat"); a pluperfect ("I had come in") is an earlier arrival and no move.
+_NARRATOR_ARRIVES = re.compile(
+    r"(?:(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:in|into|back|aboard|ashore)\b|"
+    r"(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:(?:up|down|over|across)\s+)?to\s+(?:the|my|our)\s+"
+    r"(?:[\w-]+\s+)?" + _PARTS + r"\b|entered|arrived|returned\s+(?:home|aboard|ashore|to\s+(?:the|my|our)\s+"
+    r"(?:[\w-]+\s+)?" + _PARTS + r"\b)|reached\s+(?:the|my|our)\s)"
+)
+
+
+def narrator_moves(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]:
+    """Sentence ends where a first-person narrator ("I") leaves a place or arrives at one, in narration."""
+    out = []
+    for a, b in fragments:
+        for match in _I_OPENS.finditer(text, a, b):
+            end = _sentence_end(text, match.end(), b)
+            if departs(text, match.end() - 1, end) or _NARRATOR_ARRIVES.match(text, match.end(), end):
+                out.append(end)
     return out
 
 

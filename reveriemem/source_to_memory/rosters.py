@@ -36,24 +36,28 @@ from reveriemem.core.text import Paragraph, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
-from reveriemem.source_to_memory.movement import departs, pronoun_departures, solitudes
+from reveriemem.source_to_memory.movement import departs, narrator_moves, pronoun_departures, solitudes
 
-ROSTER_VERSION = "roster-v5"
+ROSTER_VERSION = "roster-v6"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
 # ("Tobin came in", "Osric Penhallow stood on the step"); a pluperfect
 # ("had come in") tells of an earlier arrival. Or a door opens on them.
+# "Appeared" arrives only at a place or at the sentence's end ("appeared at the door"), not when it
+# means seemed ("Silver himself appeared less terrible").
 _ARRIVAL = re.compile(
     r"^[^,;:.!?\"]{0,40}?(?<!had )(?<!had just )\b(?:(?:came|comes|come|walked|stepped|burst|hurried|ran|strode|"
-    r"rushed)\s+(?:in|into|through|back|up)\b|entered|arrived|appeared|returned|"
+    r"rushed)\s+(?:in|into|through|back|up)\b|entered|arrived|appeared(?=[,;:.!?]|\s+(?:at|in|on|upon|from|"
+    r"through|before|round|again|out|above|below|behind|among|beside|outside|inside)\b)|returned|"
     r"stood\s+(?:in|on|at)\s+the\s+(?:doorway|door|threshold|step))"
 )
 # A pluperfect arrival or an ongoing state ("Osric had come in last", "Fix had been waiting") tells that
-# the character was already there: present from the scene's start.
+# the character was already there: present from the scene's start. "Had been there" is not among them: it
+# tells of a place once visited ("Wherever adventures were to be had, Jefferson Hope had been there").
 _EARLIER_ARRIVAL = re.compile(
     r"\s+had\s+(?:(?:already|just|long)\s+)?(?:(?:come|walked|stepped|slipped)\s+in|entered|arrived|"
-    r"been\s+(?:sitting|standing|waiting|watching|listening|there|here|present))\b(?!\s+with\b)"
+    r"been\s+(?:sitting|standing|waiting|watching|listening|present))\b(?!\s+with\b)"
 )
 # Having come with someone ("Tobin had come down with her", "had gone out with Aouda"): an arrival told
 # with the company's, so present from the sentence that tells it (not from the scene's start, as the
@@ -137,6 +141,7 @@ def scene_evidence(
             speaker.utterances += 1
             _present(speaker, index, paragraph.start)
             named.add(utterance.speaker)
+            actors.append((paragraph.start, utterance.speaker))  # "he" in the next lines may be the speaker
         if utterance:
             for slug in utterance.addressees:
                 if slug in evidence and slug != utterance.speaker:
@@ -149,6 +154,8 @@ def scene_evidence(
                 evidence[narrator].narration += 1
                 _present(evidence[narrator], index, paragraph.start)
                 named.add(narrator)
+                for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
+                    alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
         for mention in mentions_by_paragraph.get(index, []):
             record = evidence.get(mention.character)
             if record is None:
