@@ -80,3 +80,16 @@ def test_a_quote_that_is_only_a_name_does_not_address_them():
     text = 'Mara thought.\n\n"Holmes," she said at last.'
     [utterance] = _attribute(text)
     assert utterance.addressees == []
+
+
+def test_he_after_someone_else_acts_is_nobody_we_can_name():
+    text = ('As soon as Holmes disappeared, the captain, who had been watching him, turned towards the house.'
+            '\n\n"Quarters!" he roared.')
+    assert _attribute(text)[0].speaker is None
+    text = 'Holmes turned towards the house.\n\n"Quarters!" he roared.'
+    assert _attribute(text)[0].speaker == "holmes"
+
+
+def test_whom_a_line_addresses_by_name_does_not_speak_it():
+    text = 'Holmes was gone up the hill long since.\n\n"Ah, Holmes! That were his name," says he.'
+    assert _attribute(text)[0].speaker != "holmes"

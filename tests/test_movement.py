@@ -130,3 +130,38 @@ def test_seeming_is_no_arrival():
     assert _ARRIVAL.search(" himself appeared less terrible in contrast with this creature of the woods") is None
     assert _ARRIVAL.search(" appeared at the door with a lantern") is not None
     assert _ARRIVAL.search(" appeared.") is not None
+
+
+def test_a_bargain_with_someone_is_no_company_and_staying_with_them_is(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann sat alone in the cabin with the ledger open before her on the table.
+
+Had she not struck a bargain with Bob, the whole crew would have been lost long ago.
+
+In the evening Ann stayed behind in the empty cabin with Cy, and they read the ledger through.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "In the evening Ann stayed")
+    assert "cy-dunn" in knowers(knows, "In the evening Ann stayed")
+
+
+def test_the_narrator_finding_people_seated_leaves_the_others_behind(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob and Cy stood on the deck of the ship with me, watching the island come up out of the sea.
+
+"A fair wind," said Cy, and went below to the cabin.
+
+Not long after, I was sent for, and I found them all three seated round the table in the cabin.
+The stern window was open, and the moon shone on the water behind.
+""", NARRATED)
+    assert "bob-hale" not in knowers(knows, "The stern window was open")
+
+
+def test_someone_compared_in_the_narration_is_not_there(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann walked on through the wood alone, and a wild figure sprang out from behind a tree before her.
+
+Bob himself appeared less terrible in contrast with this creature of the woods, and Ann turned on her heel.
+
+The creature followed her at a distance, dodging from trunk to trunk like a deer.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "The creature followed her")

@@ -24,6 +24,9 @@ _NOT_PRESENT_AFTER_WAS = re.compile(
     r"supposed|believed|thought|rumoured|to\s+(?:come|arrive|be)|in\s+[A-Z])"
 )
 _VERB_AFTER = re.compile(rf"^(?:\s+(?:\w+ly|also|still|just|now|then|at\s+once|again|only|himself|herself))*\s+(?:({_IRREGULAR})\b|[a-z]+ed\b)")
+# Seeming, compared: a judgement of the narrator's, no narrated act ("Silver himself appeared less terrible in
+# contrast with this creature of the woods").
+_COMPARED = re.compile(r"\s+(?:appeared|seemed)\s+(?:(?:far|much|even|yet|still)\s+)?(?:less|more)\b")
 _BODY_PART = re.compile(
     r"^(?:'s|’s|')\s+(?:\w+\s+)?(?:face|eyes|eye|hand|hands|voice|lips|mouth|brow|head|gaze|glance|arm|arms|"
     r"shoulder|shoulders|fingers|cheeks|cheek|expression|features|smile|laugh|step|steps|footsteps)\b"
@@ -68,7 +71,7 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     if coordinated:
         after = after[coordinated.end() - 1 :]
     verb = _VERB_AFTER.match(after)
-    if not verb:
+    if not verb or _COMPARED.match(after, verb.end() - len(verb.group(0).split()[-1]) - 1):
         return False
     if verb.group(1) in ("was", "were", "is", "are"):
         rest = after[verb.end() :]
@@ -102,6 +105,27 @@ _MIND_AFTER = re.compile(
 )
 _PRONOUN_THINKS = re.compile(
     rf"^(?:(?:And|But|So|Yet|Now|Then)\s+(?:he|she)|He|She)\b(?={_THINKS_AFTER.pattern[1:]})")
+
+
+# Someone who is not a focus character, acting at a clause start: "the captain turned", "Captain Smollett
+# said", "Gray fired". Only nouns of persons count after "the" ("the door opened" is nobody).
+_PERSON_NOUN = (
+    r"(?:captain|squire|man|woman|girl|boy|lad|stranger|officer|sailor|seaman|coxswain|landlord|landlady|"
+    r"cabman|inspector|constable|servant|gentleman|lady|fellow|prisoner|judge|consul|clerk|conductor|"
+    r"engineer|guide|driver|purser|pilot|mate|boatswain|waiter|porter|widow|colonel|sergeant|priest|"
+    r"minister|schoolmaster|teacher|visitor|mother|father|aunt|uncle|farmer|hunter|elder|youth|child)"
+)
+_TITLED = r"(?:Mr|Mrs|Miss|Dr|Captain|Professor|Lord|Lady|Sir|Madam|Aunt|Uncle|Colonel|Inspector|Sergeant|Squire)"
+_OTHER_SUBJECT = re.compile(
+    rf"(?:^|(?<=[.!?;:])\s+|\b(?:and|but|then|while|as|when)\s+|,\s+)(?:the\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|"
+    rf"The\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|{_TITLED}\.?\s+[A-Z][a-z]+)\b(?=(?:,\s+who\s+[^,]+,)?"
+    rf"(?:\s+(?:\w+ly|also|still|just|now|then|again|only))*\s+(?:{_IRREGULAR}|said|[a-z]+ed)\b)"
+)
+
+
+def other_subjects(text: str, start: int, end: int) -> list[int]:
+    """Offsets in text[start:end] where a person who is not named as a focus character acts at a clause start."""
+    return [m.end() for m in _OTHER_SUBJECT.finditer(text, start, end)]
 
 
 def thinking_subject(text: str, mention: Mention, fragment_start: int) -> bool:

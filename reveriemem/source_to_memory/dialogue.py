@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
 ATTRIBUTION_VERSION = "dialogue-v2"
@@ -194,14 +194,20 @@ def attribute_dialogue(
 def _narrated(
     text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]]
 ) -> list[tuple[int, str, bool]]:
-    """Narration mentions of a paragraph, each marked when it is the acting subject of its clause."""
+    """Narration mentions of a paragraph, each marked when it is the acting subject of its clause, in text
+    order, with the other persons acting there (slug "": someone who is no focus character)."""
     out = []
     for mention in mentions:
         if in_spans(mention.start, spans):
             continue
         fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
-        out.append((paragraph.index, mention.character, is_action_subject(text, mention, fragment_start)))
-    return out
+        out.append((mention.start, (paragraph.index, mention.character,
+                                    is_action_subject(text, mention, fragment_start))))
+    named = [(m.start, m.end) for m in mentions]
+    for a, b in narration_fragments(paragraph, spans):
+        out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
+                if not any(s <= at <= e for s, e in named)]
+    return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
 
 
 def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> bool:
@@ -284,18 +290,25 @@ def _resolve_pronoun(
     """`I` is the narrator; he/she is the focus character of that gender named
     in the narration of this or the two paragraphs before, if any: in the
     latest paragraph naming one, the acting subject ("Osric laid the book
-    before the Guildmaster" makes "he" Osric), else the last named."""
+    before the Guildmaster" makes "he" Osric), else the last named. Whom the
+    line addresses by name is not its speaker."""
     if pronoun == "I":
         utterance.speaker, utterance.speaker_label, utterance.method = narrator, narrator or "I", "tag"
         return
     wanted = "male" if pronoun.lower() == "he" else "female"
     window = utterance.paragraph - 2
     candidates = [(index, slug, subject) for index, slug, subject in recent[-12:]
-                  if index >= window and gender.get(slug) == wanted]
+                  if index >= window and gender.get(slug) == wanted
+                  and slug not in utterance.addressees]  # "Ah, Silver!" says he: not Silver
     if candidates:
         latest = candidates[-1][0]
         in_latest = [c for c in candidates if c[0] == latest]
         chosen = next((c for c in reversed(in_latest) if c[2]), in_latest[-1])
+        history = [entry for entry in recent[-12:] if entry[0] >= window]
+        after = history[len(history) - 1 - history[::-1].index(chosen) + 1:]
+        if any(slug == "" for _, slug, _ in after):  # someone else acted since: "he" may be them
+            utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
+            return
         utterance.speaker, utterance.speaker_label, utterance.method = chosen[1], chosen[1], "pronoun"
         return
     utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"

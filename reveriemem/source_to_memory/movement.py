@@ -152,12 +152,14 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
 _I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so)\s+)I\s+"
                       r"(?:\w+ly\s+)?(?:then\s+)?")
 # The narrator's arrival somewhere ("I came back to the stockade", "I entered the house", "I reached the
-# boat"); a pluperfect ("I had come in") is an earlier arrival and no move.
+# boat", "I found them all three seated round the table"); a pluperfect ("I had come in") is an earlier
+# arrival and no move.
 _NARRATOR_ARRIVES = re.compile(
     r"(?:(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:in|into|back|aboard|ashore)\b|"
     r"(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:(?:up|down|over|across)\s+)?to\s+(?:the|my|our)\s+"
     r"(?:[\w-]+\s+)?" + _PARTS + r"\b|entered|arrived|returned\s+(?:home|aboard|ashore|to\s+(?:the|my|our)\s+"
-    r"(?:[\w-]+\s+)?" + _PARTS + r"\b)|reached\s+(?:the|my|our)\s)"
+    r"(?:[\w-]+\s+)?" + _PARTS + r"\b)|reached\s+(?:the|my|our)\s|"
+    r"found\s+(?:them|him|her|[A-Z]\w+)\s+(?:all\s+(?:\w+\s+)?)?(?:seated|sitting|standing|waiting|gathered|assembled))"
 )
 
 

@@ -68,6 +68,18 @@ _CAME_WITH = re.compile(
 )
 # Accompaniment in narration: "stood by the hearth with the apprentice", "stayed behind with Harrow and Tobin".
 _WITH = re.compile(r"\bwith\s+(?:(?:[A-Z][\w.]*|the\s+\w+)\s+and\s+)?$")
+# ... said of being or going somewhere together: a verb of staying, moving or keeping company comes first
+# ("stayed behind in the emptying hall with", "rode in the same carriage with", "chatting cheerily with").
+# A bargain, an agreement or a conversation told of ("struck a bargain with the doctor", "to deal plainly
+# with Passepartout"), and "not with", say nothing of who is there.
+_ACCOMPANIED = re.compile(
+    r"\b(?:stood|stand\w*|stay\w*|sat|sit\w*|seated|remain\w*|wait\w*|linger\w*|walk\w*|came|come|went|go|"
+    r"goes|rode|ride\w*|drove|sail\w*|travel\w*|return\w*|set\s+out|start\w*|ascend\w*|descend\w*|embark\w*|"
+    r"board\w*|land\w*|chat\w*|talk\w*|play\w*|install\w*|join\w*|along|together|behind)\b"
+    r"(?![^.;:!?]*\b(?:not|never)\b)[^.;:!?]*$"
+)
+# ... or the company acts next, with them ("and, with Mr. Fogg, played whist", "and with Aouda returned").
+_THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|stood|took|made|set)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
@@ -175,7 +187,8 @@ def scene_evidence(
                 record.actions += 1
                 _present(record, index, sentence[0])
             if _WITH.search(text, max(fragment_start, mention.start - 40), mention.start) and not _POSSESSED.match(
-                    text, mention.end):
+                    text, mention.end) and (_ACCOMPANIED.search(text, max(fragment_start, mention.start - 80),
+                                                                mention.start) or _THEN_ACTS.match(text, mention.end)):
                 record.actions += 1
                 _present(record, index, sentence[0])
             if _arrives(text, sentence, mention):
