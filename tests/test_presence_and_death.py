@@ -276,3 +276,22 @@ Ann looked up from the bread she was cutting.
     assert knowers(knows, "The town of Harlow is situated") == set()
     assert knowers(knows, "The road to the coast runs") == set()
     assert {"ann-moss", "bob-hale"} <= knowers(knows, '"Then we shall wait')
+
+
+def test_another_writers_document_starts_afresh(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans:\n"
+                        "      - start: \"_Ann Moss's Journal._\"\n        end: \"_Cutting from\"\n")
+    _, _, knows = build(tmp_path, """
+_Ann Moss's Journal._
+
+I sat by the window of the inn with Bob all the evening, and we talked of the wreck until late.
+
+"The ship went down off the point in the dark," said Bob, and he filled his pipe again.
+
+_Cutting from the Town Gazette, 8 August._
+
+The body of a sailor was found on the sands below the cliffs this morning by two fishermen.
+The coroner will sit on Thursday, and the harbour master has asked for witnesses of the wreck.
+""", cast)
+    assert "bob-hale" in knowers(knows, '"The ship went down')
+    assert knowers(knows, "The body of a sailor") & {"ann-moss", "bob-hale"} == set()

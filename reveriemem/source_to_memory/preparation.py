@@ -28,7 +28,7 @@ from reveriemem.source_to_memory.reading import (
     presence_offsets,
 )
 from reveriemem.source_to_memory.rosters import STATUSES, RosterEvidence
-from reveriemem.source_to_memory.scenes import Span, heuristic_boundaries, merge_spans, split_long
+from reveriemem.source_to_memory.scenes import HARD_BOUNDARIES, Span, heuristic_boundaries, merge_spans, split_long
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,17 @@ def prepare_scenes(reading: BookReading, handle: ModelHandle) -> PreparedScenes:
         program = scene_boundary_program()
         keep = []
         step = "scenes (boundaries)"
-        progress.step_started(reading.book.slug, step, sum(s.boundary not in ("start", "chapter") for s in candidates))
+        progress.step_started(reading.book.slug, step, sum(s.boundary not in HARD_BOUNDARIES for s in candidates))
 
         def ask_boundary(index: int) -> Any:
             before = " ".join(_words(span_text(reading, candidates[index - 1]))[-CONTEXT_WORDS:])
             after = " ".join(_words(span_text(reading, candidates[index]))[:CONTEXT_WORDS])
             return run_program(handle, program, passage_before=before, passage_after=after)
 
-        soft = [i for i, span in enumerate(candidates) if span.boundary not in ("start", "chapter")]
+        soft = [i for i, span in enumerate(candidates) if span.boundary not in HARD_BOUNDARIES]
         answers = dict(zip(soft, map_calls(handle, ask_boundary, soft)))
         for index, span in enumerate(candidates):
-            if span.boundary in ("start", "chapter"):
+            if span.boundary in HARD_BOUNDARIES:
                 keep.append(True)
                 continue
             try:
@@ -130,7 +130,7 @@ def _enforce_min_words(spans: Sequence[Span], keep: list[bool], min_words: int) 
     result = list(keep)
     words_since = 0
     for index, span in enumerate(spans):
-        hard = span.boundary in ("start", "chapter")
+        hard = span.boundary in HARD_BOUNDARIES
         if index > 0 and result[index] and not hard and words_since < min_words:
             result[index] = False
         if result[index]:

@@ -4,6 +4,7 @@ registered `Book`; the Dagster assets and the LLM steps build on these."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from reveriemem.source_to_memory.scenes import (
     SEGMENTER_VERSION,
     Span,
     candidate_spans,
+    heading_flags,
     heuristic_boundaries,
+    is_break,
     merge_spans,
     narration,
     split_long,
@@ -69,7 +72,27 @@ class BookReading:
 
     @cached_property
     def candidates(self) -> list[Span]:
-        return candidate_spans(self.paragraphs)
+        return candidate_spans(self.paragraphs, documents=self.document_openings)
+
+    @cached_property
+    def document_openings(self) -> set[int]:
+        """Indices of the paragraphs where a first-person narrator's span opens or closes: another
+        writer's document begins there (a diary after a letter, a newspaper cutting after a journal).
+        A short line that a break or a heading ends at once is the closing document's sign-off
+        ("M. Q."), not a document of its own."""
+        edges = sorted({x for c in self.book.characters for span in c.narrator_spans for x in span})
+        ends = [p.end for p in self.paragraphs]
+        headings = heading_flags(self.paragraphs)
+        out = set()
+        for offset in edges:
+            at = bisect.bisect_right(ends, offset)  # the paragraph holding the offset, or the next one
+            if not 0 < at < len(self.paragraphs):
+                continue
+            paragraph, following = self.paragraphs[at], self.paragraphs[at + 1] if at + 1 < len(ends) else None
+            if paragraph.words < 8 and (following is None or headings[at + 1] or is_break(following)):
+                continue
+            out.add(paragraph.index)
+        return out
 
     @cached_property
     def heading_spans(self) -> list[tuple[int, int]]:

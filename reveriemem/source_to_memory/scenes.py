@@ -14,12 +14,12 @@ and over-long scenes are split at the paragraph nearest their middle.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v2"
+SEGMENTER_VERSION = "scenes-v3"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -119,6 +119,10 @@ class Heading:
     title: str
 
 
+# Boundaries no merge crosses: the book's start, a chapter, another writer's document.
+HARD_BOUNDARIES = ("start", "chapter", "document")
+
+
 @dataclass
 class Span:
     """A run of contiguous prose paragraphs: a candidate scene or a scene."""
@@ -127,7 +131,7 @@ class Span:
     chapter_title: str
     first: int  # paragraph index
     last: int  # paragraph index, inclusive
-    boundary: str  # what opens it: start | chapter | break | cue | length
+    boundary: str  # what opens it: start | chapter | document | break | cue | length
     cue: str = ""
     words: int = 0
     paragraphs: list[int] = field(default_factory=list)
@@ -208,15 +212,19 @@ def transition_cue(paragraph: Paragraph) -> str:
 
 
 def candidate_spans(
-    paragraphs: Sequence[Paragraph], front_matter_words: int = 1000, chunk_words: int = 600
+    paragraphs: Sequence[Paragraph], front_matter_words: int = 1000, chunk_words: int = 600,
+    documents: Collection[int] = (),
 ) -> list[Span]:
     """Split a book's paragraphs into candidate spans (no merging yet).
 
     Runs of headings open chapters; a heading run followed by almost no prose
     (a table of contents) is skipped; text before the first real chapter is
-    front matter when it is short. Spans longer than `chunk_words` are cut
-    into chunks at paragraph boundaries (boundary `chunk`), so that a model
-    can find scene changes that no cue marks.
+    front matter when it is short. A paragraph in `documents` (by index) opens
+    another document of the book, written by someone else (a diary after a
+    letter, a newspaper cutting after a journal): a boundary as hard as a
+    chapter's (`document`), since who is where changes with the writer. Spans
+    longer than `chunk_words` are cut into chunks at paragraph boundaries
+    (boundary `chunk`), so that a model can find scene changes that no cue marks.
     """
     chapter, title = 0, ""
     spans: list[Span] = []
@@ -245,6 +253,8 @@ def candidate_spans(
         if not cue:
             kind, cue = shift_cue(paragraph, previous)
         previous = paragraph
+        if paragraph.index in documents and pending_boundary not in HARD_BOUNDARIES:
+            current, pending_boundary = None, "document"
         if current is not None and cue:
             current = None
             pending_boundary = kind
@@ -291,7 +301,7 @@ def merge_spans(spans: Sequence[Span], keep_boundary: Sequence[bool]) -> list[Sp
     """
     scenes: list[Span] = []
     for span, keep in zip(spans, keep_boundary):
-        hard = span.boundary in ("start", "chapter")
+        hard = span.boundary in HARD_BOUNDARIES
         if scenes and not hard and not keep and scenes[-1].chapter == span.chapter:
             last = scenes[-1]
             last.last = span.last
@@ -312,7 +322,7 @@ def heuristic_boundaries(spans: Sequence[Span], min_words: int = 300) -> list[bo
     """
     keep: list[bool] = []
     for index, span in enumerate(spans):
-        if span.boundary in ("start", "chapter"):
+        if span.boundary in HARD_BOUNDARIES:
             keep.append(True)
             continue
         if span.boundary == "chunk":
