@@ -165,3 +165,14 @@ Bob himself appeared less terrible in contrast with this creature of the woods, 
 The creature followed her at a distance, dodging from trunk to trunk like a deer.
 """, CAST)
     assert "bob-hale" not in knowers(knows, "The creature followed her")
+
+
+def test_a_face_under_a_modal_puts_nobody_there(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann wrote late by the candle in her room at the top of the lonely house on the hill.
+
+It is not good to note this down, lest some day it should meet Bob's eyes and cause him pain.
+
+The three women whispered together in the passage, and then they all laughed.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "The three women whispered")

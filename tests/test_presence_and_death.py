@@ -154,6 +154,27 @@ Ann sat on beside the bed until the grey light came through the shutters.
     assert "cy-dunn" not in knowers(knows, "Ann sat on beside the bed")
 
 
+def test_the_dead_are_never_present_in_a_later_scene(tmp_path):
+    import polars as pl
+
+    text = ("CHAPTER I.\n\nAnn and Cy sat by the fire while the storm beat upon the shutters.\n\n"
+            "Cy coughed and turned his face to the wall, and before midnight Cy was dead.\n\n"
+            + "\n\n".join([FILLER] * 3)
+            + "\n\nCHAPTER II.\n\nAnn wept at the window, just as Cy smiled when the swallows came back.\n\n"
+            "Ann locked the door of the empty house and walked down to the harbour with Bob.\n")
+    (tmp_path / "story.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "cast.yaml").write_text(CAST, encoding="utf-8")
+    book, _ = prepare_book(tmp_path / "story.txt", tmp_path / "cast.yaml", slug="story")
+    reading = BookReading(book)
+    spans = reading.heuristic_scenes()
+    evidence = reading.roster_evidence(spans)
+    judged = [{slug: (record.status(), None) for slug, record in scene.items()} for scene in evidence]
+    rows = pl.DataFrame(roster_rows(reading, spans, evidence, judged, "test"))
+    last = rows.filter((pl.col("scene_id") == len(spans)) & (pl.col("character") == "cy-dunn"))
+    assert evidence[-1]["cy-dunn"].actions  # "Cy smiled" reads as an act...
+    assert last["status"].to_list() == ["referenced"] and last["presence_spans"].to_list() == [[]]  # ...of the dead
+
+
 @pytest.mark.parametrize("sentence", [
     "Cy was not dead, though he lay very still.",
     "Cy was dead tired after the long walk home.",

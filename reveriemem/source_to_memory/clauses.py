@@ -27,6 +27,9 @@ _VERB_AFTER = re.compile(rf"^(?:\s+(?:\w+ly|also|still|just|now|then|at\s+once|a
 # Seeming, compared: a judgement of the narrator's, no narrated act ("Silver himself appeared less terrible in
 # contrast with this creature of the woods").
 _COMPARED = re.compile(r"\s+(?:appeared|seemed)\s+(?:(?:far|much|even|yet|still)\s+)?(?:less|more)\b")
+# A modal or a condition before it in the clause makes a described face or hand unreal: "lest some day it
+# should meet Mina's eyes" puts nobody there.
+_UNREAL = re.compile(r"\b(?:should|would|could|might|may|lest|if|unless|whether|never)\b[^.;:!?]*$")
 _BODY_PART = re.compile(
     r"^(?:'s|’s|')\s+(?:\w+\s+)?(?:face|eyes|eye|hand|hands|voice|lips|mouth|brow|head|gaze|glance|arm|arms|"
     r"shoulder|shoulders|fingers|cheeks|cheek|expression|features|smile|laugh|step|steps|footsteps)\b"
@@ -63,7 +66,7 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
                        or _after_fronted_adverbial(before))
     after = text[mention.end : mention.end + 60]
     if _BODY_PART.match(after):
-        return True
+        return _UNREAL.search(before) is None
     if not at_clause_start:
         return False
     # "Holmes and Watson entered", "Ann, Bob and Cy boarded": skip the coordinated names

@@ -249,18 +249,24 @@ def roster_rows(
     """Rows of the `scene_rosters` table: status, evidence counts and presence offsets per scene and character.
 
     A character judged present without a paragraph of presence evidence (the
-    model raised them) is present over the whole scene.
+    model raised them) is present over the whole scene, up to their death. A
+    character dead before the scene opens is never present in it ("just as he
+    had when Lucy died" is no act of Lucy's), whatever the evidence or a model said.
     """
     book = reading.book
     names = {c.slug: c.name for c in book.characters}
+    deaths = reading.deaths
     rows = []
     for scene_id, (span, scene_evidence, scene_judged) in enumerate(zip(spans, evidence, judged), start=1):
         scene_start, scene_end = reading.paragraphs[span.first].start, reading.paragraphs[span.last].end
         for slug, record in scene_evidence.items():
             status, model_status = scene_judged[slug]
+            death = deaths.get(slug)
+            if death is not None and death <= scene_start and status.startswith("present"):
+                status = "referenced" if record.mentions or record.addressed else "absent"
             present_start, present_end = presence_offsets(reading, record, span)
             if status.startswith("present") and present_start is None:
-                present_start, present_end = scene_start, scene_end
+                present_start, present_end = scene_start, scene_end if death is None else min(scene_end, death)
             if not status.startswith("present"):
                 present_start = present_end = None
             presence = [list(span) for span in record.spans] if status.startswith("present") else []
