@@ -21,10 +21,10 @@ CAST = """characters:
 FILLER = "The wind rose over the roofs of the town and the shutters rattled all night long."
 
 
-def build(tmp_path, story: str, cast: str = CAST):
-    """Register a one-chapter story offline and return (book, reading, who knows each sentence)."""
-    text = ("CHAPTER I.\n\n" + story.strip() + "\n\n" + "\n\n".join([FILLER] * 3)
-            + "\n\nCHAPTER II.\n\nThe names of Ann Moss, Bob Hale and Cy Dunn are on the stone in the church.\n")
+def read_story(tmp_path, text: str, cast: str = CAST):
+    """Register a story offline and read it: (book, reading, scenes, roster evidence, roster rows)."""
+    import polars as pl
+
     (tmp_path / "story.txt").write_text(text, encoding="utf-8")
     (tmp_path / "cast.yaml").write_text(cast, encoding="utf-8")
     book, _ = prepare_book(tmp_path / "story.txt", tmp_path / "cast.yaml", slug="story")
@@ -32,9 +32,14 @@ def build(tmp_path, story: str, cast: str = CAST):
     spans = reading.heuristic_scenes()
     evidence = reading.roster_evidence(spans)
     judged = [{slug: (record.status(), None) for slug, record in scene.items()} for scene in evidence]
-    import polars as pl
+    return book, reading, spans, evidence, pl.DataFrame(roster_rows(reading, spans, evidence, judged, "test"))
 
-    rosters = pl.DataFrame(roster_rows(reading, spans, evidence, judged, "test"))
+
+def build(tmp_path, story: str, cast: str = CAST):
+    """Register a one-chapter story offline and return (book, reading, who knows each sentence)."""
+    text = ("CHAPTER I.\n\n" + story.strip() + "\n\n" + "\n\n".join([FILLER] * 3)
+            + "\n\nCHAPTER II.\n\nThe names of Ann Moss, Bob Hale and Cy Dunn are on the stone in the church.\n")
+    book, reading, spans, evidence, rosters = read_story(tmp_path, text, cast)
     speakers = {u.start: u.speaker for u in reading.utterances(spans) if u.speaker}
     triples = [(i + 1, reading.paragraphs[s.first].start, reading.paragraphs[s.last].end) for i, s in enumerate(spans)]
     facts = evidence_units(book, triples, speakers)
@@ -162,14 +167,7 @@ def test_the_dead_are_never_present_in_a_later_scene(tmp_path):
             + "\n\n".join([FILLER] * 3)
             + "\n\nCHAPTER II.\n\nAnn wept at the window, just as Cy smiled when the swallows came back.\n\n"
             "Ann locked the door of the empty house and walked down to the harbour with Bob.\n")
-    (tmp_path / "story.txt").write_text(text, encoding="utf-8")
-    (tmp_path / "cast.yaml").write_text(CAST, encoding="utf-8")
-    book, _ = prepare_book(tmp_path / "story.txt", tmp_path / "cast.yaml", slug="story")
-    reading = BookReading(book)
-    spans = reading.heuristic_scenes()
-    evidence = reading.roster_evidence(spans)
-    judged = [{slug: (record.status(), None) for slug, record in scene.items()} for scene in evidence]
-    rows = pl.DataFrame(roster_rows(reading, spans, evidence, judged, "test"))
+    _, _, spans, evidence, rows = read_story(tmp_path, text)
     last = rows.filter((pl.col("scene_id") == len(spans)) & (pl.col("character") == "cy-dunn"))
     assert evidence[-1]["cy-dunn"].actions  # "Cy smiled" reads as an act...
     assert last["status"].to_list() == ["referenced"] and last["presence_spans"].to_list() == [[]]  # ...of the dead
