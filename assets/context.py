@@ -13,9 +13,12 @@ stores no rows with metadata `in_book: False`.
 book is registered or built, and the book-level assets depend on it, so a
 book registered again with other content makes its memory stale in Dagster.
 
-`CODE_VERSION` is each asset's code version: bump an asset's own
-`code_version` when what it computes changes, and Dagster marks its
-materialisations (and everything downstream) stale.
+`CODE_VERSION` is each asset's code version. It carries the version of every
+offline reader the memory is made with (scenes, rosters, dialogue, aliases,
+evidence units, visibility), so a release that changes one of them makes a
+built book stale in Dagster and `reveriemem build` redoes it instead of
+calling it up to date; bump its leading number when anything else an asset
+computes changes.
 (No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)
 """
 
@@ -30,10 +33,13 @@ from reveriemem.core.characters import Character
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.storage import PartitionRef
 from reveriemem.models import ModelHandle
-from reveriemem.source_to_memory.reading import BookReading
+from reveriemem.source_to_memory.facts import EVIDENCE_METHOD
+from reveriemem.source_to_memory.reading import HEURISTIC_METHOD, ROSTER_METHOD, BookReading
+from reveriemem.source_to_memory.visibility import VISIBILITY_VERSION
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 
-CODE_VERSION = "3"  # 3: rosters v5 (narrated movement: pronoun departures, "alone", following a leaver, the company). 2: offline scenes v2 (place/time splits, no headings), presence as a state with deaths, episodic notes from presence spans, own-line excerpts
+# 4: the readers' versions are part of it. 3: rosters v5 (narrated movement). 2: offline scenes v2, presence as a state
+CODE_VERSION = f"4;{HEURISTIC_METHOD};{ROSTER_METHOD};{EVIDENCE_METHOD};{VISIBILITY_VERSION}"
 
 # The op tag of every asset that asks the model: where several steps of a run are ready at once, Dagster runs
 # these first, so their calls go out before the rules steps beside them (a character's scenes, emotions).
