@@ -15,7 +15,7 @@ book registered again with other content makes its memory stale in Dagster.
 
 `CODE_VERSION` is each asset's code version. It carries the version of every
 offline reader the memory is made with (scenes, rosters, dialogue, aliases,
-evidence units, visibility), so a release that changes one of them makes a
+evidence units, visibility, the agent's reader its calibration reads with), so a release that changes one of them makes a
 built book stale in Dagster and `reveriemem build` redoes it instead of
 calling it up to date; bump its leading number when anything else an asset
 computes changes.
@@ -32,14 +32,15 @@ import dagster as dg
 from reveriemem.core.characters import Character
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.storage import PartitionRef
+from reveriemem.inference.calibration import READER_VERSION
 from reveriemem.models import ModelHandle
 from reveriemem.source_to_memory.facts import EVIDENCE_METHOD
 from reveriemem.source_to_memory.reading import HEURISTIC_METHOD, ROSTER_METHOD, BookReading
 from reveriemem.source_to_memory.visibility import VISIBILITY_VERSION
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 
-# 4: the readers' versions are part of it. 3: rosters v5 (narrated movement). 2: offline scenes v2, presence as a state
-CODE_VERSION = f"4;{HEURISTIC_METHOD};{ROSTER_METHOD};{EVIDENCE_METHOD};{VISIBILITY_VERSION}"
+# 5: facts known to nobody are kept. 4: the readers' versions are part of it. 3: rosters v5. 2: scenes v2
+CODE_VERSION = f"5;{HEURISTIC_METHOD};{ROSTER_METHOD};{EVIDENCE_METHOD};{VISIBILITY_VERSION};{READER_VERSION}"
 
 # The op tag of every asset that asks the model: where several steps of a run are ready at once, Dagster runs
 # these first, so their calls go out before the rules steps beside them (a character's scenes, emotions).

@@ -7,7 +7,12 @@ aliases unified across scenes; `memberships` (book): the character-organisation
 membership graph; `facts` (book, LanceDB): deduplicated SPOCV facts with their
 visibility set, routes, grants and source offsets, embedded for retrieval
 bounded with `array_has_any(visibility, [character])`. Without a model, `facts`
-holds visibility-tagged evidence units (source sentences) instead.
+holds visibility-tagged evidence units (source sentences) instead. A fact no
+focus character could know (the narrator's exposition, a scene none of them
+saw) is kept with an empty visibility set: no character's retrieval ever
+returns it, but it is part of what the whole book says (what an agent's refusal
+compares its memory with) and a fact the boundary did not grant is counted as
+such when the boundary is measured.
 """
 
 
@@ -127,8 +132,8 @@ def memberships(context: dg.AssetExecutionContext, scene_graphs: pl.DataFrame, e
 @dg.asset(partitions_def=book_partitions, io_manager_key="memory_io", group_name=GROUP, code_version=CODE_VERSION,
           metadata={"backend": "lancedb"}, kinds={"lancedb"},
           check_specs=[dg.AssetCheckSpec("facts_are_bounded", asset="facts",
-                                         description="Facts exist, every fact has a non-empty visibility set with a "
-                                                     "route per character, and entity ids resolve.")])
+                                         description="Facts exist, some character can know some of them, every "
+                                                     "visible character has a route, and entity ids resolve.")])
 def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_graphs: pl.DataFrame,
           scene_rosters: pl.DataFrame, utterances: pl.DataFrame, scenes: pl.DataFrame, entities: pl.DataFrame,
           memberships: pl.DataFrame):
@@ -150,15 +155,14 @@ def facts(context: dg.AssetExecutionContext, embedder: EmbeddingModel, scene_gra
     assign_visibility(facts_list, presences_from_rosters(scene_rosters), accounts_of(graphs), member_rows,
                       [c.slug for c in book.characters], deaths=partition_of(context).reading.deaths)
     rows = fact_rows(book, facts_list, table)
-    unreachable = [r for r in rows if not r["visibility"]]
-    rows = [r for r in rows if r["visibility"]]
     if rows:
         for row, vector in zip(rows, embedder.embedder().embed([r["text"] for r in rows])):
             row["vector"] = vector.tolist()
     out = frame(rows, facts_schema(embedder.embedder().dim))
     routes = pl.Series(out["routes"].explode().drop_nulls()).value_counts() if out.height else None
     metadata: dict[str, Any] = {
-        "facts": out.height, "unreachable_dropped": len(unreachable),
+        "facts": out.height,
+        "known_to_nobody": int((out["visibility"].list.len() == 0).sum()) if out.height else 0,
         "evidence_units": int((out["method"] == EVIDENCE_METHOD).sum()) if out.height else 0,
         "failed_scenes": len(failed), "embedder": embedder.embedder().name,
         **({f"route_{k}": int(v) for k, v in routes.iter_rows()} if routes is not None else {}),
@@ -174,7 +178,7 @@ def facts_bounded_check(out: pl.DataFrame, entities: pl.DataFrame) -> dg.AssetCh
     empty = int((out["visibility"].list.len() == 0).sum()) if out.height else 0
     misaligned = int((out["visibility"].list.len() != out["routes"].list.len()).sum()) if out.height else 0
     return dg.AssetCheckResult(
-        check_name="facts_are_bounded", passed=out.height > 0 and not dangling and not empty and not misaligned,
-        metadata={"facts": out.height, "dangling_entity_ids": len(dangling), "empty_visibility": empty,
+        check_name="facts_are_bounded", passed=out.height > empty and not dangling and not misaligned,
+        metadata={"facts": out.height, "dangling_entity_ids": len(dangling), "known_to_nobody": empty,
                   "misaligned_routes": misaligned, "examples": ", ".join(dangling[:5])},
     )

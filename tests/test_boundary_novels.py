@@ -25,11 +25,12 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("slug, most_leak, least_recall", [
-    ("around-the-world-in-80-days", 0.211, 0.770),  # measured 20.6% / 77.5%
-    ("tom-sawyer", 0.114, 0.864),  # measured 10.9% / 86.9% (held out: no rule was written against it)
-    ("a-study-in-scarlet", 0.038, 0.951),  # measured 3.3% / 95.6% (4.9% / 96.6% when it was first scored)
-    ("treasure-island", 0.067, 0.903),  # measured 6.2% / 90.8% (11.1% / 91.1% when it was first scored)
-    ("dracula", 0.093, 0.674),  # measured 8.8% / 67.9% (16.8% / 71.4% when it was first scored)
+    # measured leak / recall; recall counts every fact of a passage, granted to anyone or to nobody
+    ("around-the-world-in-80-days", 0.211, 0.694),  # 20.6% / 69.9%
+    ("tom-sawyer", 0.114, 0.805),  # 10.9% / 81.0% (held out: no rule was written against it)
+    ("a-study-in-scarlet", 0.038, 0.939),  # 3.3% / 94.4% (4.9% / 95.9% when it was first scored)
+    ("treasure-island", 0.067, 0.901),  # 6.2% / 90.6% (11.1% / 91.0% when it was first scored)
+    ("dracula", 0.093, 0.647),  # 8.8% / 65.2% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"
@@ -52,4 +53,4 @@ def test_the_demo_story_leaks_nothing(built_demo):
     score = score_book_boundary(load_book(built_demo), load_book_memory(built_demo).facts,
                                 gold_scene_passages(demo_gold()))
     assert score.overall.leaks == 0
-    assert score.overall.recall >= 0.90, f"recall {score.overall.recall:.1%}"
+    assert score.overall.recall >= 0.877, f"recall {score.overall.recall:.1%}"  # measured 88.2%

@@ -1,6 +1,7 @@
 """A release that changes how the memory is read makes a built book stale, so `reveriemem build` redoes it."""
 
 from assets.context import CODE_VERSION
+from reveriemem.inference.calibration import READER_VERSION
 from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION
 from reveriemem.source_to_memory.facts import EVIDENCE_METHOD
 from reveriemem.source_to_memory.mentions import MATCHER_VERSION
@@ -12,7 +13,7 @@ from reveriemem_dagster.definitions import defs
 
 def test_the_assets_code_version_carries_every_offline_readers_version():
     for version in (SEGMENTER_VERSION, ROSTER_VERSION, ATTRIBUTION_VERSION, MATCHER_VERSION, EVIDENCE_METHOD,
-                    VISIBILITY_VERSION):
+                    VISIBILITY_VERSION, READER_VERSION):
         assert version in CODE_VERSION
     graph = defs.resolve_asset_graph()
     for name in ("scenes", "scene_rosters", "facts", "episodes"):

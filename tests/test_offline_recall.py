@@ -170,3 +170,13 @@ def test_the_floors_are_chosen_over_every_characters_readings_together() -> None
     assert 0.5 < alone.ratio_floor <= 0.95 and alone.calibrated
     assert 0.8 < pooled.ratio_floor <= 0.9 and pooled.n_train == 8
     assert not calibration_of(first[:2], "too few").calibrated  # too few readings: the default floors
+
+
+def test_a_tie_between_ratio_floors_goes_to_the_lowest_that_still_refuses() -> None:
+    # every floor in (0.73, 0.84] separates these readings; the lowest of them lies just above the highest
+    # refusal, not on the lowest answer, so a paraphrased question a little below the train answers still
+    # gets its answer
+    readings = [reading("KRf", 1.0), reading("KRf", 0.84), reading("KRf", 0.9), reading("KR", 0.728),
+                reading("KR", 0.5), reading("KR", 0.3)]
+    floor = calibration_of(readings, "tie").ratio_floor
+    assert 0.728 < floor < 0.73

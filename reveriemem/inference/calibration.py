@@ -105,13 +105,16 @@ def calibration_of(readings: Sequence[TrainReading], source: str) -> ReaderCalib
 
 def _option_floors(readings: Sequence[TrainReading]) -> tuple[tuple[float, float], float]:
     """The (book floor, ratio floor) pair with the highest KBF of the option decisions, vectorised over
-    every candidate pair (ties: the lower floors)."""
+    every candidate pair (ties: the lower floors; a ratio floor lies just above the highest ratio it
+    must refuse, wherever the lowest one it answers is)."""
     krf = np.array([r.split == "KRf" for r in readings])
     right = np.array([r.best == r.gold for r in readings])
     book = np.array([r.book for r in readings])
     support = np.array([r.support for r in readings])
     ratio = np.array([r.ratio for r in readings])
-    ratios = np.array(sorted({0.0, 1.0} | {round(float(x), 4) for x in ratio}))
+    # every reading's ratio, and just above it: the lowest floor that answers a reading, and the lowest that
+    # refuses it, so a tie between floors goes to the lowest one (the edge of the refused, not of the answered)
+    ratios = np.array(sorted({0.0, 1.0} | {round(float(x), 4) + step for x in ratio for step in (0.0, 0.0001)}))
     best = (-1.0, 0.0, 0.0)
     for floor in BOOK_FLOORS:
         answers = (book > floor) & (support > 0) & (ratio[None, :] >= ratios[:, None])  # candidates x items
