@@ -176,3 +176,14 @@ It is not good to note this down, lest some day it should meet Bob's eyes and ca
 The three women whispered together in the passage, and then they all laughed.
 """, CAST)
     assert "bob-hale" not in knowers(knows, "The three women whispered")
+
+
+def test_names_joined_to_a_leaver_leave_with_them(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann, Bob and Cy stood together by the grave until the last of the mourners had gone.
+
+Bob and Cy went away together to the station, and Ann walked on alone up the hill.
+
+The wind had dropped, and the church clock struck four over the empty road.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "The wind had dropped")

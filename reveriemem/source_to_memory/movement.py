@@ -69,17 +69,24 @@ _OTHER_SUBJECT = re.compile(
 )
 
 
+# Names joined to the subject ("Arthur and Quincey", "Ann, Bob and Cy"); "Bob and I" is the narrator's company
+# moving with the narrator, whom the narration follows, so no departure.
+_COORDINATED = re.compile(r"(?:,\s+[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?)*,?\s+and\s+(?!I\b)[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?(?=\s)")
+
+
 def departs(text: str, start: int, end: int) -> bool:
     """Does the sentence text[start:end], just after its subject, narrate leaving where the subject was?
 
     The verb must come within 200 characters with no other subject in between ("Mr. Fogg pressed her
-    hand, and, having confided to her his bag, went off" is his departure).
+    hand, and, having confided to her his bag, went off" is his departure); names joined to the
+    subject ("Arthur and Quincey went away together") share its verb.
     """
     clause = text[start:min(end, start + 200)]
     found = DEPARTURE.search(clause)
     if not found or WITHIN_ROOM.match(clause[found.end():]):
         return False
-    return _OTHER_SUBJECT.search(clause, 0, found.start()) is None
+    together = _COORDINATED.match(clause)  # "Arthur and Quincey went away": the verb is both subjects'
+    return _OTHER_SUBJECT.search(clause, together.end() if together else 0, found.start()) is None
 
 
 def pronoun_subject(pronoun: str, offset: int, actors: Sequence[tuple[int, str]],
