@@ -424,3 +424,27 @@ def test_maras_note_of_quarter_day_opens_at_dusk_not_with_vanes_walk_before_dawn
     note = _note_text(episode)
     assert not any(phrase in note for phrase in BEFORE_DAWN), note
     assert episode.presence.source_start >= arrival
+
+
+def test_no_episode_holds_a_fact_outside_its_characters_boundary(built_demo):
+    """A note is made of the character's presence passages, less what the Semantic layer gives to nobody
+    there but another (a thought, backstory nobody present perceives): nothing in it is outside F_c."""
+    from reveriemem.core.errors import StorageError
+    from reveriemem.core.registry import load_book
+    from reveriemem.core.storage import MemoryStore, PartitionRef
+
+    store = MemoryStore.for_home()
+    facts = store.read("facts", PartitionRef(built_demo)).drop("vector").to_dicts()
+    assert any(not f["visibility"] for f in facts)  # the demo has sentences known to nobody
+
+    def plain(text: str) -> str:
+        return " ".join(text.split())
+
+    for character in load_book(built_demo).characters:
+        try:
+            notes = plain(" ".join(store.read("episodes", PartitionRef(built_demo, character.slug))["text"]))
+        except StorageError:
+            continue  # no scene of this character's
+        outside = [f["fact_id"] for f in facts if len(plain(f["text"])) >= 40
+                   and character.slug not in f["visibility"] and plain(f["text"]) in notes]
+        assert outside == [], character.slug

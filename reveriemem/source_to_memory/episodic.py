@@ -47,6 +47,7 @@ from reveriemem.models import ModelHandle, run_program
 from reveriemem.models.concurrency import map_calls
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import in_spans, quote_spans
+from reveriemem.source_to_memory.facts import evidence_units
 from reveriemem.source_to_memory.mentions import AliasMatcher, Mention
 from reveriemem.source_to_memory.presence import ScenePresence, present_scenes
 
@@ -352,6 +353,17 @@ class _Digester:
         self.matcher = AliasMatcher(book.characters)
         self.speech = utterances.filter(pl.col("speaker") == character.slug).sort("start") \
             if utterances.height else utterances
+        self.speakers = {int(r["start"]): r["speaker"] for r in utterances.iter_rows(named=True) if r["speaker"]} \
+            if utterances.height else {}
+
+    def _hidden(self, presence: ScenePresence) -> list[tuple[int, int]]:
+        """Sentences of the presence passage that the Semantic layer gives to nobody present but the
+        character's own (a thought of another's, backstory nobody there perceives): left out of the note, so
+        that the note holds nothing the character's facts do not."""
+        units = evidence_units(self.book, [(presence.scene_id, a, b) for a, b in presence.spans], self.speakers)
+        return [(u.evidence_start, u.evidence_end) for u in units
+                if all(st.private for st in u.evidence_facts.statements)
+                and self.character.slug not in u.evidence_facts.participants]
 
     def digest(self, presence: ScenePresence) -> Summary:
         text = self.book.text
@@ -359,9 +371,10 @@ class _Digester:
         sentences: list[Sentence] = []
         acting: list[Sentence] = []
         feeling: list[Sentence] = []
+        hidden = self._hidden(presence)
         for paragraph in paragraphs:
             spans, _ = quote_spans(paragraph)
-            found = sentences_of(paragraph)
+            found = [s for s in sentences_of(paragraph) if not any(a < s.end and s.start < b for a, b in hidden)]
             sentences.extend(found)
             mentions = [m for m in self.matcher.find(text, paragraph.start, paragraph.end)
                         if m.character == self.character.slug and not in_spans(m.start, spans)]
