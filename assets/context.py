@@ -15,10 +15,10 @@ book registered again with other content makes its memory stale in Dagster.
 
 `CODE_VERSION` is each asset's code version. It carries the version of every
 offline reader the memory is made with (scenes, rosters, dialogue, aliases,
-evidence units, visibility, the agent's reader its calibration reads with), so a release that changes one of them makes a
-built book stale in Dagster and `reveriemem build` redoes it instead of
-calling it up to date; bump its leading number when anything else an asset
-computes changes.
+evidence units, visibility) and of the agent's reader its calibration reads
+with, so a release that changes one of them makes a built book stale in
+Dagster and `reveriemem build` redoes it instead of calling it up to date;
+bump its leading number when anything else an asset computes changes.
 (No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)
 """
 

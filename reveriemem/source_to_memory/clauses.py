@@ -119,7 +119,7 @@ _PERSON_NOUN = (
     r"minister|schoolmaster|teacher|visitor|mother|father|aunt|uncle|farmer|hunter|elder|youth|child)"
 )
 _TITLED = r"(?:Mr|Mrs|Miss|Dr|Captain|Professor|Lord|Lady|Sir|Madam|Aunt|Uncle|Colonel|Inspector|Sergeant|Squire)"
-_OTHER_SUBJECT = re.compile(
+_OTHER_PERSON_ACTS = re.compile(
     rf"(?:^|(?<=[.!?;:])\s+|\b(?:and|but|then|while|as|when)\s+|,\s+)(?:the\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|"
     rf"The\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|{_TITLED}\.?\s+[A-Z][a-z]+)\b(?=(?:,\s+who\s+[^,]+,)?"
     rf"(?:\s+(?:\w+ly|also|still|just|now|then|again|only))*\s+(?:{_IRREGULAR}|said|[a-z]+ed)\b)"
@@ -128,7 +128,7 @@ _OTHER_SUBJECT = re.compile(
 
 def other_subjects(text: str, start: int, end: int) -> list[int]:
     """Offsets in text[start:end] where a person who is not named as a focus character acts at a clause start."""
-    return [m.end() for m in _OTHER_SUBJECT.finditer(text, start, end)]
+    return [m.end() for m in _OTHER_PERSON_ACTS.finditer(text, start, end)]
 
 
 def thinking_subject(text: str, mention: Mention, fragment_start: int) -> bool:

@@ -305,8 +305,8 @@ def _resolve_pronoun(
         in_latest = [c for c in candidates if c[0] == latest]
         chosen = next((c for c in reversed(in_latest) if c[2]), in_latest[-1])
         history = [entry for entry in recent[-12:] if entry[0] >= window]
-        after = history[len(history) - 1 - history[::-1].index(chosen) + 1:]
-        if any(slug == "" for _, slug, _ in after):  # someone else acted since: "he" may be them
+        since = max(i for i, entry in enumerate(history) if entry == chosen) + 1
+        if any(slug == "" for _, slug, _ in history[since:]):  # someone else acted since: "he" may be them
             utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
             return
         utterance.speaker, utterance.speaker_label, utterance.method = chosen[1], chosen[1], "pronoun"
