@@ -14,9 +14,9 @@ book is registered or built, and the book-level assets depend on it, so a
 book registered again with other content makes its memory stale in Dagster.
 
 `CODE_VERSION` is each asset's code version. It carries the version of every
-offline reader the memory is made with (scenes, rosters, dialogue, aliases,
-evidence units, visibility) and of the agent's reader its calibration reads
-with, so a release that changes one of them makes a built book stale in
+offline step the memory is made with (scenes, rosters, dialogue, aliases, deaths,
+entities, relation extraction, evidence units, visibility, episodic digest,
+emotions, patterns) and of the agent's reader its calibration reads with, so a release that changes one of them makes a built book stale in
 Dagster and `reveriemem build` redoes it instead of calling it up to date;
 bump its leading number when anything else an asset computes changes.
 (No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)
@@ -34,13 +34,21 @@ from reveriemem.core.registry import Book, load_book
 from reveriemem.core.storage import PartitionRef
 from reveriemem.inference.calibration import READER_VERSION
 from reveriemem.models import ModelHandle
+from reveriemem.source_to_memory.deaths import DEATH_VERSION
+from reveriemem.source_to_memory.emotions import EMOTION_VERSION
+from reveriemem.source_to_memory.entities import OFFLINE_ENTITY_METHOD
+from reveriemem.source_to_memory.episodic import DIGEST_VERSION
 from reveriemem.source_to_memory.facts import EVIDENCE_METHOD
+from reveriemem.source_to_memory.patterns import PATTERN_VERSION
 from reveriemem.source_to_memory.reading import HEURISTIC_METHOD, ROSTER_METHOD, BookReading
+from reveriemem.source_to_memory.semantic import EXTRACTION_VERSION
 from reveriemem.source_to_memory.visibility import VISIBILITY_VERSION
 from reveriemem_dagster.partitions import book_partitions, partition_ref
 
 # 5: facts known to nobody are kept. 4: the readers' versions are part of it. 3: rosters v5. 2: scenes v2
-CODE_VERSION = f"5;{HEURISTIC_METHOD};{ROSTER_METHOD};{EVIDENCE_METHOD};{VISIBILITY_VERSION};{READER_VERSION}"
+OFFLINE_VERSIONS = (HEURISTIC_METHOD, ROSTER_METHOD, DEATH_VERSION, OFFLINE_ENTITY_METHOD, EXTRACTION_VERSION,
+                    EVIDENCE_METHOD, VISIBILITY_VERSION, DIGEST_VERSION, EMOTION_VERSION, PATTERN_VERSION, READER_VERSION)
+CODE_VERSION = ";".join(("5", *OFFLINE_VERSIONS))
 
 # The op tag of every asset that asks the model: where several steps of a run are ready at once, Dagster runs
 # these first, so their calls go out before the rules steps beside them (a character's scenes, emotions).

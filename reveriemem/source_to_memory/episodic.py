@@ -53,7 +53,7 @@ from reveriemem.source_to_memory.presence import ScenePresence, present_scenes
 
 log = logging.getLogger(__name__)
 
-DIGEST_VERSION = "episodic-digest-v2"
+DIGEST_VERSION = "episodic-digest-v3"  # v3: sentences private to others left out
 DIGEST_METHOD = f"heuristic:{DIGEST_VERSION}"
 MAX_PART_WORDS = 2500  # a presence passage longer than this is summarised in parts
 PASSAGE_WORDS = 1200  # a longer presence passage is focused on the character's paragraphs (token budget)
