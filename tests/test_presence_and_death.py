@@ -93,6 +93,23 @@ Ann thought of Cy, far away in Lisbon, and folded the letter up again slowly.
     assert [s for s, who in knows.items() if "cy-dunn" in who and not s.startswith("The names")] == []
 
 
+def test_who_acts_in_a_letter_set_in_from_the_margin_is_not_present_where_it_is_read(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann stood by the window of the inn and read the letter from the town aloud.
+
+     The ship is bought and fitted.  Cy found a crew for
+     her in two days, and Cy brings them down to the quay
+     on Monday.
+
+"So we sail on Tuesday," said Ann, and she folded the letter away.
+
+Bob came in from the yard with the lantern.
+""")
+    assert roster["cy-dunn"].status() == "referenced" and roster["cy-dunn"].spans == []
+    assert roster["bob-hale"].status() == "present_silent"
+    assert "cy-dunn" not in knowers(knows, '"So we sail')
+
+
 def test_first_person_narration_of_the_narrators_past_reaches_only_the_narrator(tmp_path):
     cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
     _, roster, knows = build(tmp_path, """

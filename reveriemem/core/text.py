@@ -66,6 +66,18 @@ class Paragraph:
         return len(self.text.split())
 
 
+_INSET_LINE = re.compile(r"[ \t]{3,}\S")
+
+
+def is_inset(text: str, paragraph: Paragraph) -> bool:
+    """Is the paragraph set in from the margin, every line of it (a letter, an inscription, a log or a verse
+    quoted in the story: "     Dear Livesey--As I do not know...")? Such a block is a document read in the
+    scene, not narration of it."""
+    line_start = text.rfind("\n", 0, paragraph.start) + 1
+    lines = [ln for ln in text[line_start:paragraph.end].splitlines() if ln.strip()]
+    return bool(lines) and all(_INSET_LINE.match(ln) for ln in lines)
+
+
 def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
     """Decode a book's bytes as UTF-8 (BOM allowed), else Windows-1252, else Latin-1.
 

@@ -7,7 +7,8 @@ Presence is a state, not a mention. The evidence, per paragraph:
 - action: the character (by name or descriptor) is the subject of a narrated
   action at a clause start, or their face/hand/voice is described (present);
 - mention: any other naming, in dialogue or narration, or in a letter read
-  out (referenced).
+  out (referenced); whatever happens in a paragraph set in from the margin
+  (a letter, a log, an inscription quoted in the story) is a mention too.
 
 Per character, in story order, presence opens at a narrated arrival or at
 their first speech, action or narration in the scene (the sentence holding
@@ -32,13 +33,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.core.text import Paragraph, sentence_around
+from reveriemem.core.text import Paragraph, is_inset, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import departs, narrator_moves, pronoun_departures, solitudes
 
-ROSTER_VERSION = "roster-v7"
+ROSTER_VERSION = "roster-v8"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -168,6 +169,7 @@ def scene_evidence(
                 named.add(narrator)
                 for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
                     alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
+        inset = is_inset(text, paragraph)  # a letter or log read in the scene: what it tells is not seen there
         for mention in mentions_by_paragraph.get(index, []):
             record = evidence.get(mention.character)
             if record is None:
@@ -177,7 +179,7 @@ def scene_evidence(
             record.mentions += 1
             if record.first_offset is None:
                 record.first_offset = mention.start
-            if in_spans(mention.start, spans):
+            if inset or in_spans(mention.start, spans):
                 continue
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
