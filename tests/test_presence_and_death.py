@@ -240,6 +240,18 @@ Bob thought it a poor trick, but told Ann so at once.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob thought it a poor trick")  # voiced
 
 
+def test_words_tagged_as_thought_are_the_thinkers_alone(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen over their supper.
+
+"Well," thought Bob, looking at her across the candle, "she has hidden the key after all."
+
+"The bread is stale again," said Ann, and Bob nodded.
+""")
+    assert knowers(knows, '"Well," thought Bob') == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, '"The bread is stale')
+
+
 def test_when_the_story_follows_a_departing_character_the_others_stay_behind(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

@@ -46,7 +46,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v3"
+EVIDENCE_METHOD = "heuristic:evidence-units-v4"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -229,8 +229,14 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
             if in_spans(paragraph.start, skip):
                 continue
             quotes = quote_spans(paragraph)[0]
-            # speech "to himself": heard by nobody else, so the quoted words are the speaker's alone
-            aside = bool(quotes) and any(_ASIDE.search(book.text, a, b) for a, b in _between(paragraph, quotes))
+            # speech "to himself", or words tagged as thought ("thought Fix"): heard by nobody else, so the
+            # quoted words are the speaker's alone
+            between = _between(paragraph, quotes)
+            tags = [(a, b) for a, b in between if _THOUGHT_TAG.search(book.text[a:b])]
+            thought = bool(quotes and tags) and not any(_VOICED.search(book.text, a, b) for a, b in between)
+            aside = bool(quotes) and (any(_ASIDE.search(book.text, a, b) for a, b in between) or thought)
+            # whose thought: the focus character the tag names ("thought Fix"), if one
+            tagged = {m.character for a, b in tags for m in matcher.find(book.text, a, b)} if thought else set()
             # no focus character named or speaking, no narrator here: exposition may reach nobody
             impersonal = (not quotes and spans.narrator(paragraph.start) is None
                           and not any(True for _ in matcher.find(book.text, paragraph.start, paragraph.end)))
@@ -251,6 +257,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if i >= 0 and paragraph.start <= speaker_starts[i] and utterance_speakers[speaker_starts[i]]:
                         speaker = utterance_speakers[speaker_starts[i]]
                         participants.add(speaker)
+                    if not speaker and len(tagged) == 1:
+                        participants |= tagged
                 narrator = spans.narrator(s_start)
                 if narrator:
                     participants.add(narrator)
@@ -285,6 +293,12 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
     return facts
 
 
+# A quotation tagged as thought, not speech ('"Well," thought Fix, "my warrant is not good here"'): words
+# nobody hears. The tag is the clause next to a quotation mark: the verb and its subject, either order.
+_THINKING = r"(?:thought|reflected|mused|pondered|wondered|reasoned|meditated)"
+_THOUGHT_TAG = re.compile(
+    rf"^[\s,.;:!?—-]*(?:{_THINKING}\s+(?:he|she|I|[A-Z][\w.'’]*(?:\s+[A-Z][\w'’]*)?)\b"
+    rf"|(?:he|she|I|[A-Z][\w.'’]*(?:\s+[A-Z][\w'’]*)?)\s+{_THINKING}\s*(?:[,.;:!?—]|$))")
 _ASIDE = re.compile(r"\b(?:said|muttered|murmured|repeated|whispered|thought|cried|exclaimed|added|asked)\s+"
                     r"(?:\w+\s+){0,3}?to\s+(?:him|her)self\b")
 
