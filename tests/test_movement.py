@@ -167,6 +167,17 @@ The creature followed her at a distance, dodging from trunk to trunk like a deer
     assert "bob-hale" not in knowers(knows, "The creature followed her")
 
 
+def test_doing_as_someone_directed_does_not_bring_them(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann went up to her room at the top of the lonely house on the hill.
+
+She set the flowers round the window as Bob directed, and soon fell asleep in the chair.
+
+A flapping at the window woke her in the dark of the night.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "A flapping at the window")
+
+
 def test_a_face_under_a_modal_puts_nobody_there(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann wrote late by the candle in her room at the top of the lonely house on the hill.
