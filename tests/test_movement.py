@@ -178,6 +178,18 @@ A flapping at the window woke her in the dark of the night.
     assert "bob-hale" not in knowers(knows, "A flapping at the window")
 
 
+def test_word_sent_from_afar_does_not_bring_its_sender(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+I sat late in my study over the ledgers of the house with the lamp turned low.
+
+Bob wrote me a line too, and from him I hear that the roads are open again in the north.
+
+"You work too late, sir," said the old servant at the door, and I sent him to bed.
+""", cast)
+    assert "bob-hale" not in knowers(knows, '"You work too late')
+
+
 def test_a_face_under_a_modal_puts_nobody_there(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann wrote late by the candle in her room at the top of the lonely house on the hill.
