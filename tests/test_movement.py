@@ -190,6 +190,18 @@ Bob wrote me a line too, and from him I hear that the roads are open again in th
     assert "bob-hale" not in knowers(knows, '"You work too late')
 
 
+def test_the_narrators_journey_to_a_named_place_leaves_the_company_behind(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+I rose early and went down to breakfast in the long room of the house.
+
+Bob came in and sat with me, and I told him where I was off to. I drove to Walworth and found the court.
+
+The man who came to the door shook his head and said he knew no such person.
+""", cast)
+    assert "bob-hale" not in knowers(knows, "The man who came to the door")
+
+
 def test_a_face_under_a_modal_puts_nobody_there(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann wrote late by the candle in her room at the top of the lonely house on the hill.
