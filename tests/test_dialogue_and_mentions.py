@@ -42,6 +42,13 @@ def test_speech_tags_before_and_after_the_quote():
     assert speakers == ["holmes", "watson"]
 
 
+def test_a_term_in_quotation_marks_is_not_speech():
+    text = ('I had a chicken done up with red pepper. (Get the recipe for Mara.) I asked the waiter, and he said '
+            'it was called "paprika hendl," and that it was a national dish.\n\nHolmes wrote "Rache" on the card '
+            'marked "Rache" and said nothing.')
+    assert _attribute(text) == []
+
+
 def test_non_focus_speaker_is_not_given_to_a_focus_character():
     text = 'Holmes looked up.\n\n"He is a little queer in his ideas," said Stamford.'
     [utterance] = _attribute(text)

@@ -167,6 +167,41 @@ The creature followed her at a distance, dodging from trunk to trunk like a deer
     assert "bob-hale" not in knowers(knows, "The creature followed her")
 
 
+def test_doing_as_someone_directed_does_not_bring_them(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann went up to her room at the top of the lonely house on the hill.
+
+She set the flowers round the window as Bob directed, and soon fell asleep in the chair.
+
+A flapping at the window woke her in the dark of the night.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "A flapping at the window")
+
+
+def test_word_sent_from_afar_does_not_bring_its_sender(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+I sat late in my study over the ledgers of the house with the lamp turned low.
+
+Bob wrote me a line too, and from him I hear that the roads are open again in the north.
+
+"You work too late, sir," said the old servant at the door, and I sent him to bed.
+""", cast)
+    assert "bob-hale" not in knowers(knows, '"You work too late')
+
+
+def test_the_narrators_journey_to_a_named_place_leaves_the_company_behind(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+I rose early and went down to breakfast in the long room of the house.
+
+Bob came in and sat with me, and I told him where I was off to. I drove to Walworth and found the court.
+
+The man who came to the door shook his head and said he knew no such person.
+""", cast)
+    assert "bob-hale" not in knowers(knows, "The man who came to the door")
+
+
 def test_a_face_under_a_modal_puts_nobody_there(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann wrote late by the candle in her room at the top of the lonely house on the hill.

@@ -34,6 +34,18 @@ _BODY_PART = re.compile(
     r"^(?:'s|’s|')\s+(?:\w+\s+)?(?:face|eyes|eye|hand|hands|voice|lips|mouth|brow|head|gaze|glance|arm|arms|"
     r"shoulder|shoulders|fingers|cheeks|cheek|expression|features|smile|laugh|step|steps|footsteps)\b"
 )
+# "As X directed", "as he had told me": a clause of accordance with an earlier word or wish, no act in the scene.
+_AS_BEFORE = re.compile(r"\b(?:as|As|like)\s+(?:the\s+)?$")
+_INSTRUCTED = re.compile(
+    r"^\s+(?:\w+ly\s+)?(?:directed|told|ordered|advised|bade|bid|wished|desired|instructed|arranged|suggested|"
+    r"promised|requested|commanded|recommended|prescribed|predicted|foretold|expected|intended|planned|"
+    r"proposed|warned|wrote|described|explained|taught|showed|said)\b")
+# Word sent from afar: a letter to the one telling it, a telegram, a message ("Quincey wrote me a line too",
+# "Holmes telegraphed to Cleveland"): the sender is not where it arrives.
+_AT_A_DISTANCE = re.compile(
+    r"^(?:\s+(?:\w+ly|also|too|again|then|now|once))*\s+(?:(?:wrote|writes|has\s+written|had\s+written)\s+"
+    r"(?:to\s+)?(?:me|us)\b|(?:telegraphed|telegraphs|wired|cabled|sent\s+(?:word|a\s+(?:line|note|message|"
+    r"telegram|wire|letter)))\b)")
 _PRESENT_AFTER_WAS = re.compile(
     r"^\s+(?:at|in|on|by|beside|behind|before|near|inside|outside|upon|standing|sitting|seated|waiting|there|here|"
     r"already|still|alone|busy|bent|leaning|\w+ing)\b"
@@ -76,6 +88,10 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     verb = _VERB_AFTER.match(after)
     if not verb or _COMPARED.match(after, verb.end() - len(verb.group(0).split()[-1]) - 1):
         return False
+    if _AT_A_DISTANCE.match(after):
+        return False  # "Quincey wrote me a line too": word from afar, not an act here
+    if _AS_BEFORE.search(before) and _INSTRUCTED.match(after):
+        return False  # "placed as Dr. Van Helsing directed": an earlier word followed, not an act here
     if verb.group(1) in ("was", "were", "is", "are"):
         rest = after[verb.end() :]
         return not _NOT_PRESENT_AFTER_WAS.match(rest) and _PRESENT_AFTER_WAS.match(rest) is not None

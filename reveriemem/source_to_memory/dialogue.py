@@ -24,7 +24,7 @@ from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ATTRIBUTION_VERSION = "dialogue-v2"
+ATTRIBUTION_VERSION = "dialogue-v3"
 
 SPEECH_VERBS = (
     "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
@@ -66,6 +66,13 @@ class Utterance:
     continues: bool = False  # quote left open at the paragraph's end
 
 
+# A word or name in quotation marks after a verb of naming is a term, not speech ('he said it was called
+# "paprika hendl," and that...', 'a card marked "Rache"').
+_NAMES_A_TERM = re.compile(
+    r"\b(?:called|named|termed|dubbed|christened|marked|labell?ed|inscribed|entitled|headed|known\s+as|"
+    r"so-called|wrote|written|the\s+words?|the\s+name)\s*$")
+
+
 def quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
     """Spans of double-quoted speech (straight or curly), absolute offsets.
 
@@ -80,7 +87,8 @@ def quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
                 opening = index
         elif char == "”" or char == '"':
             if opening is not None:
-                spans.append((paragraph.start + opening, paragraph.start + index + 1))
+                if not _NAMES_A_TERM.search(text, max(0, opening - 40), opening):
+                    spans.append((paragraph.start + opening, paragraph.start + index + 1))
                 opening = None
     still_open = opening is not None
     if opening is not None:

@@ -166,7 +166,10 @@ _NARRATOR_ARRIVES = re.compile(
     r"(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:(?:up|down|over|across)\s+)?to\s+(?:the|my|our)\s+"
     r"(?:[\w-]+\s+)?" + _PARTS + r"\b|entered|arrived|returned\s+(?:home|aboard|ashore|to\s+(?:the|my|our)\s+"
     r"(?:[\w-]+\s+)?" + _PARTS + r"\b)|reached\s+(?:the|my|our)\s|"
-    r"found\s+(?:them|him|her|[A-Z]\w+)\s+(?:all\s+(?:\w+\s+)?)?(?:seated|sitting|standing|waiting|gathered|assembled))"
+    r"found\s+(?:them|him|her|[A-Z]\w+)\s+(?:all\s+(?:\w+\s+)?)?(?:seated|sitting|standing|waiting|gathered|assembled)|"
+    # a journey to a named place ("I drove to Walworth", "I went on to Whitby by the early train")
+    r"(?:drove|rode|went|walked|hurried|travelled|traveled|sailed|journeyed|took\s+(?:a|the)\s+(?:cab|train|coach|"
+    r"boat))\s+(?:(?:on|back|off|down|up|over|across|straight|at\s+once)\s+)?to\s+[A-Z][a-z]{2,})"
 )
 
 
