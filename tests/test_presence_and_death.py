@@ -252,6 +252,21 @@ Ann and Bob sat together at the long table in the kitchen over their supper.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, '"The bread is stale')
 
 
+def test_a_question_in_the_narration_is_nobody_elses_to_hear(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen over their supper.
+
+Bob looked at the empty hook by the door. Who had taken the key to the press? Had Cy come back in the night?
+
+"Pass the bread," said Ann.
+
+Bob passed it and kept repeating to himself, "Cy has it. I know that Cy has it."
+""")
+    assert knowers(knows, "Who had taken the key") == {"bob-hale"}
+    assert "ann-moss" not in knowers(knows, "Had Cy come back")
+    assert "ann-moss" not in knowers(knows, "I know that Cy has it")
+
+
 def test_when_the_story_follows_a_departing_character_the_others_stay_behind(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

@@ -46,7 +46,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v4"
+EVIDENCE_METHOD = "heuristic:evidence-units-v5"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -283,6 +283,13 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     participants, private = {thinker} | ({narrator} if narrator else set()), True
                 if impersonal and is_exposition(stripped):
                     participants, private = set(), True
+                if not spoken and stripped.endswith("?"):
+                    # a question in the narration ("Who was this woman?", "Where was Fix at that moment?") is a
+                    # thought, the narrator's or that of the one whose mind the narration follows: no event
+                    # anyone present perceives
+                    asker = thinker or inner or last_actor
+                    participants = ({asker} if asker else set()) | ({narrator} if narrator else set())
+                    private = True
                 inner = thinker
                 if actors:
                     last_actor = actors[-1]
@@ -299,8 +306,9 @@ _THINKING = r"(?:thought|reflected|mused|pondered|wondered|reasoned|meditated)"
 _THOUGHT_TAG = re.compile(
     rf"^[\s,.;:!?—-]*(?:{_THINKING}\s+(?:he|she|I|[A-Z][\w.'’]*(?:\s+[A-Z][\w'’]*)?)\b"
     rf"|(?:he|she|I|[A-Z][\w.'’]*(?:\s+[A-Z][\w'’]*)?)\s+{_THINKING}\s*(?:[,.;:!?—]|$))")
-_ASIDE = re.compile(r"\b(?:said|muttered|murmured|repeated|whispered|thought|cried|exclaimed|added|asked)\s+"
-                    r"(?:\w+\s+){0,3}?to\s+(?:him|her)self\b")
+_ASIDE = re.compile(r"\b(?:said|saying|muttered|muttering|murmured|murmuring|repeated|repeating|whispered|"
+                    r"whispering|thought|thinking|cried|exclaimed|added|asked)\s+"
+                    r"(?:\w+\s+){0,3}?to\s+(?:him|her|my)self\b")
 
 
 def _between(paragraph: Any, quotes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
