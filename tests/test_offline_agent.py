@@ -33,6 +33,8 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
 def test_a_line_of_dialogue_is_quoted_once() -> None:
     assert quoted('"And he took pages out of the ledger?"') == '"And he took pages out of the ledger?"'
     assert quoted("He took pages out of the ledger.") == '"He took pages out of the ledger."'
+    # a sentence cut from inside a quotation: the stray closing mark goes, the quote is not doubled
+    assert quoted("Jefferson Hope, the murderer of Enoch Drebber.”") == '"Jefferson Hope, the murderer of Enoch Drebber."'
 
 
 def test_the_build_stores_the_floors_and_ask_reads_them(built_demo) -> None:

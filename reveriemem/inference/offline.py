@@ -345,9 +345,11 @@ def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[
 
 
 def quoted(text: str) -> str:
-    """`text` clipped and in double quotes, once: a line of dialogue keeps its own quotation marks."""
+    """`text` clipped and in double quotes, once: a line of dialogue keeps its own quotation marks, and a
+    sentence cut from inside a quotation loses the stray mark at its edge ("Jefferson Hope, the murderer
+    of Enoch Drebber.”" is quoted once)."""
     text = clip(" ".join(text.split()), QUOTE_WORDS)
-    bare = text.strip("\"“”'‘’ ")
-    if text[:1] in "\"“" and bare and not re.search(r"[\"“”]", bare):
+    bare = text.strip("\"“” ")
+    if bare and not re.search(r"[\"“”]", bare):
         return f'"{bare}"'
     return text if text[:1] in "\"“" else f'"{text}"'
