@@ -14,9 +14,10 @@ book is registered or built, and the book-level assets depend on it, so a
 book registered again with other content makes its memory stale in Dagster.
 
 `CODE_VERSION` is each asset's code version. It carries the version of every
-offline step the memory is made with (scenes, rosters, dialogue, aliases, deaths,
-entities, relation extraction, evidence units, visibility, episodic digest,
-emotions, patterns) and of the agent's reader its calibration reads with, so a release that changes one of them makes a built book stale in
+offline step the memory is made with (scenes, rosters, dialogue, aliases,
+deaths, entities, relation extraction, evidence units, visibility, episodic
+digest, emotions, patterns) and of the agent's reader its calibration reads
+with, so a release that changes one of them makes a built book stale in
 Dagster and `reveriemem build` redoes it instead of calling it up to date;
 bump its leading number when anything else an asset computes changes.
 (No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)

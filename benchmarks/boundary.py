@@ -1,7 +1,7 @@
 """Boundary precision of an offline-built memory against a hand-made presence annotation.
 
-    python benchmarks/boundary.py                      # every annotated novel (Around the World in 80 Days,
-                                                       # Tom Sawyer), then the demo story
+    python benchmarks/boundary.py                      # every novel annotated under eval/presence/ (five),
+                                                       # then the demo story
     python benchmarks/boundary.py --book PATH --annotation A.jsonl [--annotation B.jsonl]
     python benchmarks/boundary.py --demo-only --keep-home
     python benchmarks/boundary.py --no-demo --presence-from-annotation   # the ceiling of the presence record

@@ -66,8 +66,8 @@ class Utterance:
     continues: bool = False  # quote left open at the paragraph's end
 
 
-# A word or name in quotation marks after a verb of naming is a term, not speech ('he said it was called
-# "paprika hendl," and that...', 'a card marked "Rache"').
+# A word or name in quotation marks after a verb of naming or writing is a term, not speech ('he said it was
+# called "paprika hendl," and that...', 'a card marked "Rache"', 'Holmes wrote "Rache"').
 _NAMES_A_TERM = re.compile(
     r"\b(?:called|named|termed|dubbed|christened|marked|labell?ed|inscribed|entitled|headed|known\s+as|"
     r"so-called|wrote|written|the\s+words?|the\s+name)\s*$")
