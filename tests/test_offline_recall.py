@@ -180,3 +180,22 @@ def test_a_tie_between_ratio_floors_goes_to_the_lowest_that_still_refuses() -> N
                 reading("KR", 0.5), reading("KR", 0.3)]
     floor = calibration_of(readings, "tie").ratio_floor
     assert 0.728 < floor < 0.73
+
+
+def test_a_question_about_someone_by_name_quotes_the_line_that_presents_them() -> None:
+    book = ["Do you remember the wreck, Silver?",
+            "Long John Silver, the ship's cook, had lost a leg.",
+            "Silver laughed at the doctor.",
+            "Ben Gunn was a castaway on the island."]
+    pool = [{"fact_id": f"f{i}", "text": t, "evidence": t, "source_start": 100 * i, "source_end": 100 * i + 50}
+            for i, t in enumerate(book)]
+    folding = NameFolding([("Long John Silver", ["Silver", "Long John", "the cook"]), ("Ben Gunn", ["Gunn"]),
+                           ("Jim Hawkins", ["Jim", "Hawkins"])])
+    jim = OfflineReasoner(BookEvidence(book, folding), CAL, ["Jim Hawkins", "Jim"])
+    for asked in ("Who is Long John Silver?", "Tell me about the cook.", "What do you know about Silver?"):
+        decision = jim.decide(parse_options(asked), pool, [])
+        assert decision.stop == "extractive" and decision.used == ["f1"], asked  # not the line calling on him
+    # the pool never names him, the book does: unseen; nobody in the book by that name: the ordinary reading
+    assert jim.decide(parse_options("Who is Ben Gunn?"), pool[:3], []).reply == REFUSAL
+    assert jim.decide(parse_options("Who is Captain Nemo?"), pool, []).stop == "refusal"
+    assert jim.decide(parse_options("Who is Jim?"), pool, []).reply == "That is me: Jim Hawkins."

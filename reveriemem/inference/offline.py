@@ -18,6 +18,10 @@ book's entity table), so "the doctor" or "Mr. Holmes" meets the facts naming Liv
   largest share of the question's rarity mass (ties: cosine similarity), its rarest asked word
   and all its asked words but a few; a fact that only shares a name, or misses what is asked
   about ("said the captain shortly" to "Who killed the captain?"), is not an answer. Below the question floor it refuses the same two ways, by the whole book.
+- A question about someone or something by name and nothing else ("Who is Jefferson Hope?", "Tell
+  me about the doctor", `asked_about`) quotes the fact of the pool that presents the name best (an
+  apposition, "is a ...", "called ..."; else the earliest told, a line only calling on them last);
+  when the pool never names it and the book does, "I never saw that".
 
 The floors are calibrated per book, on the generated train items of all its focus characters,
 when the memory is built (`reveriemem.inference.calibration`: the `reader_calibration` asset
@@ -327,6 +331,9 @@ class OfflineReasoner:
             why = self.refusal(compared, cal.option_floor)
             reply = f"({question.refusal}) {question.options[question.refusal]} {why}" if question.refusal else why
             return OfflineDecision(reply, [], "refusal", detail)
+        subject = asked_about(question.text)
+        if subject is not None and (about := self._about(subject, question.text, pool, detail)) is not None:
+            return about
         compared = self.compare_question(question.text, pool, after)
         where = compared.reading.passage
         detail.update(support=round(compared.reading.support, 4), book=round(compared.book, 4),
@@ -338,6 +345,67 @@ class OfflineReasoner:
         row = pool[where]
         return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
                                [str(row["fact_id"])], "extractive", detail)
+
+
+    def _about(self, subject: str, text: str, pool: Sequence[Mapping[str, Any]],
+               detail: dict[str, Any]) -> OfflineDecision | None:
+        """A question about someone or something by name ("Who is Jefferson Hope?", "Tell me about the
+        doctor"): the fact of the pool that presents it best (`presenting`), or a refusal when the pool
+        never names it. None when the subject is not a name the book knows, or is the character's own
+        (the ordinary reading decides)."""
+        folded = self.folding.apply(subject)
+        named = term_set(folded) & self.folding.terms
+        own = frozenset().union(*(term_set(n) for n in self.ignored))
+        if not named or term_set(folded) - self.folding.terms:
+            return None
+        if named <= own:
+            return OfflineDecision(f"That is me: {self.names[0]}." if self.names else UNKNOWN, [], "refusal", detail)
+        pattern = _presents(folded)
+        found = [(i, row) for i, row in enumerate(pool) if named <= term_set(self.folding.apply(fact_passage(row)))]
+        detail.update(about=subject, named=len(found))
+        if not found:
+            in_book = self.book is not None and any(
+                named <= term_set(p) for p in self.book.index.passages)
+            return OfflineDecision(REFUSAL if in_book else UNKNOWN, [], "refusal", detail)
+        vocative = _called_on(folded)
+
+        def rank(found: tuple[int, Mapping[str, Any]]) -> tuple[bool, bool, int, int]:
+            i, row = found  # a presenting sentence first, one calling on the name last, then the earliest told
+            passage = self.folding.apply(fact_passage(row))
+            return pattern.search(passage) is None, vocative.search(passage) is not None, _span(row)[0] or 0, i
+        where, row = min(found, key=rank)
+        detail.update(fact=str(row["fact_id"]))
+        return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
+                               [str(row["fact_id"])], "extractive", detail)
+
+
+# A question about someone or something by name, and nothing else: "Who is X?", "Who was X?",
+# "What do you know about X?", "What do you think of X?", "Tell me about X", "Describe X", "Have you met X?".
+_ABOUT = re.compile(
+    r"^\s*(?:who\s+(?:is|was)|what\s+(?:do|did|can)\s+you\s+(?:know|think|remember|make)\s+(?:of|about)|"
+    r"(?:can\s+you\s+|please\s+)?(?:tell\s+me|speak)\s+(?:(?:more\s+)?about|of)|describe|"
+    r"have\s+you\s+(?:ever\s+)?(?:met|seen|heard\s+of))\s+(?P<subject>[^?.!]+?)\s*[?.!]*\s*$",
+    re.IGNORECASE)
+
+
+def asked_about(text: str) -> str | None:
+    """The name a question asks about and nothing else ("Who is Jefferson Hope?" -> "Jefferson Hope"), or None."""
+    found = _ABOUT.match(" ".join(text.split()))
+    return found.group("subject") if found else None
+
+
+def _presents(name: str) -> re.Pattern[str]:
+    """A sentence presenting `name` (folded): an apposition ("Jefferson Hope, the murderer of ..."), a
+    copula ("Silver is a ...", "he was called Holmes"), or a naming ("a cabby called Jefferson Hope")."""
+    core = re.escape(name.strip())
+    return re.compile(rf"{core}\s*,\s+(?:the|a|an|my|our|his|her|their)\s|{core}\s+(?:is|was)\s+(?:the|a|an|my|our|"
+                      rf"his|her|their|not)\s|(?:called|named|name\s+(?:is|was))\s+{core}", re.IGNORECASE)
+
+
+def _called_on(name: str) -> re.Pattern[str]:
+    """`name` (folded) called on in speech rather than spoken of ("Do you remember the case, Gregson?")."""
+    core = re.escape(name.strip())
+    return re.compile(rf",\s*{core}\s*[,?!.]|[\"“‘]\s*{core}\s*,", re.IGNORECASE)
 
 
 def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[str, Any] | None:
