@@ -222,3 +222,26 @@ Bob and Cy went away together to the station, and Ann walked on alone up the hil
 The wind had dropped, and the church clock struck four over the empty road.
 """, CAST)
     assert "bob-hale" not in knowers(knows, "The wind had dropped")
+
+
+def test_going_on_deck_or_upstairs_leaves_but_an_errand_there_and_back_does_not(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob and I sat over our supper in the cabin of the brig, talking of the voyage.
+
+"We shall sight the island by noon," said Bob, and filled his pipe.
+
+I ran on deck. The watch stood forward, and I climbed into the boat that lay amidships.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, '"We shall sight')
+    assert "bob-hale" not in knowers(knows, "The watch stood forward")
+    (tmp_path / "errand").mkdir()
+    _, _, knows = build(tmp_path / "errand", """
+Bob and I sat over our supper in the parlour of the inn, talking of the harvest.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+I went downstairs and carried the lamp back up in my hand. The flame shook as I set it on the table.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, "The flame shook")
+    assert not departs("Bob went upstairs and came back with a candle.", 3, 48)
+    assert departs("Bob went upstairs to bed.", 3, 25)

@@ -35,7 +35,10 @@ _LEAVES = (
     r"left\s+(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
     r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
     r"(?:out|away|off|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
-    r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)"
+    r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)|"
+    # to another part of a ship or a house, named without an article ("ran on deck", "went upstairs")
+    r"(?:went|walked|hurried|rushed|stepped|ran|dashed|climbed|crept|hastened|slipped|tumbled)\s+"
+    r"(?:(?:up|down|back)\s+)?(?:on\s+deck|upstairs|downstairs|aloft|overboard)\b"
 )
 _GOES_TO = (
     r"(?:went|walked|proceeded|descended|ascended|returned|repaired|hurried|hastened|rushed|ran|climbed|"
@@ -74,6 +77,12 @@ _OTHER_SUBJECT = re.compile(
 _COORDINATED = re.compile(r"(?:,\s+[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?)*,?\s+and\s+(?!I\b)[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?(?=\s)")
 
 
+# A move and the coming back in one sentence is an errand, not a departure ("I went downstairs and carried
+# the dog upstairs in my arms", "ran out and came back with a lamp").
+_ERRAND = re.compile(r"\b(?:came|come|got|ran|hurried|walked|went|stepped)\s+(?:straight\s+|quickly\s+)?back\b|"
+                     r"\breturned\b|\bcarried\s+(?:\w+\s+){1,3}?(?:back|up|upstairs?|in)\b")
+
+
 def departs(text: str, start: int, end: int) -> bool:
     """Does the sentence text[start:end], just after its subject, narrate leaving where the subject was?
 
@@ -83,7 +92,7 @@ def departs(text: str, start: int, end: int) -> bool:
     """
     clause = text[start:min(end, start + 200)]
     found = DEPARTURE.search(clause)
-    if not found or WITHIN_ROOM.match(clause[found.end():]):
+    if not found or WITHIN_ROOM.match(clause[found.end():]) or _ERRAND.search(text, start + found.end(), end):
         return False
     together = _COORDINATED.match(clause)  # "Arthur and Quincey went away": the verb is both subjects'
     return _OTHER_SUBJECT.search(clause, together.end() if together else 0, found.start()) is None

@@ -39,7 +39,7 @@ from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import departs, narrator_moves, pronoun_departures, solitudes
 
-ROSTER_VERSION = "roster-v11"
+ROSTER_VERSION = "roster-v12"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
