@@ -100,3 +100,20 @@ def test_he_after_someone_else_acts_is_nobody_we_can_name():
 def test_whom_a_line_addresses_by_name_does_not_speak_it():
     text = 'Holmes was gone up the hill long since.\n\n"Ah, Holmes! That were his name," says he.'
     assert _attribute(text)[0].speaker != "holmes"
+
+
+def test_a_name_taken_up_from_the_other_speaker_is_a_topic_and_its_answer_is_not_theirs():
+    text = ('"Not a man with one leg?" he gasped.\n\n"Holmes?" I asked.\n\n"Ah, Holmes!" says he. '
+            '"That were his name."\n\n"He is the ringleader too."')
+    utterances = _attribute(text, characters=(HOLMES, WATSON), narrator="watson")
+    assert utterances[2].addressees == []
+    assert utterances[3].speaker != "holmes"
+
+
+def test_a_name_set_before_its_pronoun_is_spoken_of_not_to():
+    text = ('Watson came up the path.\n\n"Billy Bones was the mate; Holmes, he was quartermaster," said Watson.'
+            '\n\n"I was in another ship three years back."')
+    utterances = _attribute(text)
+    assert utterances[0].addressees == []
+    assert utterances[1].speaker != "holmes"
+    assert _attribute('"Well, Holmes, we are late," said Watson.')[0].addressees == ["holmes"]

@@ -11,6 +11,13 @@ focus character. A relational descriptor ("remarked my companion") speaks for
 its character only once that character has been named in the scene or has
 spoken there: before that its referent is unknown (Watson's companion is young
 Stamford before he is Holmes), as the rosters also read it.
+
+A name inside a quote addresses its character when it opens or closes a
+clause of the line ("Well, Watson, ..."), and the next untagged line is then
+their reply. It does not when the quote is only the name ("Silver?" I asked),
+when a pronoun takes it up at once ("Long John, he was quartermaster"), or
+when it takes up a name the other speaker just spoke of ("Ah, Silver!" says
+he, to "Silver?"): that is a topic, not the one spoken to.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ATTRIBUTION_VERSION = "dialogue-v3"
+ATTRIBUTION_VERSION = "dialogue-v4"
 
 SPEECH_VERBS = (
     "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
@@ -135,6 +142,7 @@ def attribute_dialogue(
     recent: list[tuple[int, str, bool]] = []  # (paragraph, slug, acting subject?) of narration mentions
     named: set[str] = set()  # named in this scene's narration, or speaking: "my companion" may now mean them
     scene: int | None = None
+    previous_spoken_of: set[str] = set()  # characters named inside the quotes of the last utterance
     for paragraph in paragraphs:
         spans, still_open = quote_spans(paragraph)
         if scene_of is not None and scene_of.get(paragraph.index) != scene:
@@ -189,6 +197,13 @@ def attribute_dialogue(
                 and before_previous.speaker not in utterance.addressees
             ):
                 _copy_speaker(utterance, before_previous, "alternation")
+        if same_scene and previous is not None and utterance.speaker_label and previous.speaker_label \
+                and utterance.speaker_label != previous.speaker_label:
+            # a name the other speaker spoke of, taken up in the answer ("Silver?" I asked. "Ah, Silver!" says he;
+            # "...that man and John Silver." "Silver, if you like," cried the squire): a topic, not an address
+            utterance.addressees = [s for s in utterance.addressees
+                                    if s not in previous_spoken_of or s in previous.addressees]
+        previous_spoken_of = {m.character for m in mentions if in_spans(m.start, spans)}
         recent.extend(_narrated(text, paragraph, mentions, spans))
         if utterance.speaker:
             named.add(utterance.speaker)
@@ -349,6 +364,19 @@ def _attribute_by_beat(
         return
 
 
+def _name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> bool:
+    """Is the mention's quote only the name ("Silver?" I asked)?"""
+    span = next(((a, b) for a, b in spans if a <= mention.start < b), None)
+    return span is not None and not text[span[0]:mention.start].lstrip('"“ ') and not text[
+        mention.end:span[1]].strip('"”,.!?;:—- \r\n')
+
+
+# A name taken up by a pronoun at once is the topic of the sentence, not the one spoken to ("Billy Bones was the
+# mate; Long John, he was quartermaster", "Long John Silver, he is called").
+_TOPIC = re.compile(r",\s*(?:he|she|they|him|her)\s+(?:was|were|is|are|had|has|did|does|said|says|called|named|"
+                    r"would|could|will|can|[a-z]+ed)\b")
+
+
 def _vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
     """Focus characters addressed by name inside the quotes ("Well, Watson," ...)."""
     addressed: list[str] = []
@@ -358,11 +386,12 @@ def _vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[M
             continue
         before = text[span[0] : mention.start].lstrip('"“ ')
         after = text[mention.end : mention.end + 2]
-        rest = text[mention.end : span[1]].strip('"”,.!?;:—- \r\n')
-        if before == "" and not rest:
+        if _name_only(text, spans, mention):
             continue  # a quote that is only a name ("Captain Dask," she said) names, not addresses
         opens = before == "" or re.search(r"(?:[,!?;]|\b(?:O|Oh|Ah|Dear|My dear))\s*$", before) is not None
         closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
+        if _TOPIC.match(text, mention.end):
+            continue  # "Long John, he was quartermaster": the name set before its pronoun is spoken of
         if opens and closes and mention.character not in addressed:
             addressed.append(mention.character)
     return addressed
