@@ -245,3 +245,27 @@ I went downstairs and carried the lamp back up in my hand. The flame shook as I 
     assert "bob-hale" in knowers(knows, "The flame shook")
     assert not departs("Bob went upstairs and came back with a candle.", 3, 48)
     assert departs("Bob went upstairs to bed.", 3, 25)
+
+
+def test_he_found_himself_alone_with_her_leaves_the_others_even_named_only_before(tmp_path):
+    _, _, knows = build(tmp_path, """
+Cy sat in a corner of the parlour and looked ruefully at the fire. Ann was still pensive.
+
+About half-past seven in the evening Bob sent to know if Ann would receive him, and in a few moments he found himself alone with her.
+
+Bob took a chair near the fireplace. "Madam, will you pardon me?" said he.
+""", CAST)
+    assert "cy-dunn" in knowers(knows, "Ann was still pensive")
+    assert "cy-dunn" not in knowers(knows, "Bob took a chair")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob took a chair")
+
+
+def test_being_alone_when_a_visitor_comes_in_keeps_the_visitor(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann climbed the outside stair late that afternoon, and knocked, and heard him call out for her to come in.
+
+He was alone, as he nearly always was, sitting by a small fire. Bob brightened when he saw who it was.
+
+"Ann! Has it turned up?" said Bob.
+""", CAST)
+    assert "ann-moss" in knowers(knows, "Has it turned up")

@@ -58,7 +58,7 @@ _SOLITUDE = re.compile(
 )
 # A pronoun subject opens a sentence or a clause, or follows a participle's clause ("And clapping me upon
 # the shoulder, he hobbled off forward and went below").
-_PRONOUN_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+|\b(?:and|then)\s+|(?<=,)\s+)(?P<pronoun>He|She|he|she)\s+"
+_PRONOUN_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;])\s+|\b(?:and|then)\s+|(?<=,)\s+)(?P<pronoun>He|She|he|she)\s+"
                             r"(?:\w+ly\s+)?")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _PRONOUN_GENDER = {"he": "male", "she": "female"}
@@ -129,8 +129,11 @@ def pronoun_departures(text: str, fragments: Sequence[tuple[int, int]], actors: 
 
 
 def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[tuple[int, str]],
-              genders: Mapping[str, str], names: Mapping[str, str]) -> list[tuple[int, frozenset[str]]]:
-    """(offset, who stays) for each narrated "X was alone (with Y)": everyone else present leaves there.
+              genders: Mapping[str, str], names: Mapping[str, str]) -> list[tuple[int, frozenset[str], bool]]:
+    """(offset, who stays, a state?) for each narrated "X was alone (with Y)": everyone else present leaves
+    there. A state ("He was alone, as he nearly always was") is what someone just come in finds: the
+    rosters keep whoever came or acted just before (`rosters.scene_evidence`); an event ("found himself
+    alone with her", "was left alone") keeps nobody else.
 
     The subject is the nearest named actor before "alone" in the sentence, or the pronoun's character;
     `names` maps a lowercased alias to its slug for the companion after "with". Undecidable: skipped.
@@ -146,6 +149,12 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
             opening = _PRONOUN_OPENS.match(text, sentence.start())
             if subject is None and opening:
                 subject = pronoun_subject(opening.group("pronoun"), sentence.start(), actors, genders)
+            said_of = _PRONOUN_BEFORE.search(text, sentence.start(), found.start())
+            if subject is None and said_of:  # "Mr. Fogg sent to know ..., and in a few moments he found himself alone"
+                pronoun = said_of.group(1)
+                subject = _named_in(text[sentence.start():said_of.start()], names, genders,
+                                    _PRONOUN_GENDER[pronoun.lower()], "") or pronoun_subject(
+                    pronoun, said_of.start(), actors, genders)
             if subject is None:
                 continue
             stays = {subject}
@@ -153,14 +162,28 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
             if companion:
                 other = names.get(companion.lower())
                 if other is None and companion in ("him", "her"):
-                    others = [s for _, s in actors if s != subject
-                              and genders.get(s) == _PRONOUN_GENDER["he" if companion == "him" else "she"]]
-                    other = others[-1] if others else None
+                    gender = _PRONOUN_GENDER["he" if companion == "him" else "she"]
+                    others = [s for _, s in actors if s != subject and genders.get(s) == gender]
+                    other = others[-1] if others else _named_in(text[sentence.start():found.start()], names,
+                                                                  genders, gender, subject)
                 if other is None:
                     continue  # alone with someone we cannot name: decide nothing
                 stays.add(other)
-            out.append((sentence.start(), frozenset(stays)))
+            out.append((sentence.start(), frozenset(stays), found.group(0).split()[0] in ("was", "were")))
     return out
+
+
+_PRONOUN_BEFORE = re.compile(r"\b(he|she|He|She)\s+$")
+
+
+def _named_in(text: str, names: Mapping[str, str], genders: Mapping[str, str], gender: str,
+              besides: str) -> str | None:
+    """The one character of `gender` (other than `besides`) named in `text` ("Mr. Fogg sent to know if Aouda
+    would receive him, and ... he found himself alone with her": her is Aouda), or None when none or several."""
+    lowered = text.lower()
+    found = {slug for alias, slug in names.items() if slug != besides and genders.get(slug) == gender
+             and re.search(rf"(?<![\w]){re.escape(alias)}(?![\w])", lowered)}
+    return found.pop() if len(found) == 1 else None
 
 
 # "I" opening a clause of narration (a first-person narrator as subject), then the verb after an adverb.

@@ -39,7 +39,7 @@ from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import departs, narrator_moves, pronoun_departures, solitudes
 
-ROSTER_VERSION = "roster-v12"
+ROSTER_VERSION = "roster-v13"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -213,7 +213,11 @@ def scene_evidence(
             if slug in evidence:
                 evidence[slug].departure_paragraph = index
                 evidence[slug].events.append((offset, CLOSES))
-        for offset, stays in solitudes(text, fragments, actors, genders, names or {}):
+        for offset, stays, state in solitudes(text, fragments, actors, genders, names or {}):
+            if state:  # "He was alone": what whoever came or acted just before finds on coming in
+                since = paragraphs[max(index - 1, scene_paragraphs[0])].start
+                stays |= {slug for slug, record in evidence.items()
+                          if any(kind == OPENS and since <= at < offset for at, kind in record.events)}
             alone.append((offset, stays))
             for slug in stays & evidence.keys():
                 _present(evidence[slug], index, offset)
