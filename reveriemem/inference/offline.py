@@ -332,7 +332,7 @@ class OfflineReasoner:
             reply = f"({question.refusal}) {question.options[question.refusal]} {why}" if question.refusal else why
             return OfflineDecision(reply, [], "refusal", detail)
         subject = asked_about(question.text)
-        if subject is not None and (about := self._about(subject, question.text, pool, detail)) is not None:
+        if subject is not None and (about := self._about(subject, pool, detail)) is not None:
             return about
         compared = self.compare_question(question.text, pool, after)
         where = compared.reading.passage
@@ -342,17 +342,14 @@ class OfflineReasoner:
         if not self.answers_question(compared) or where is None:
             return OfflineDecision(self.refusal(compared, cal.question_floor, compared.book_on_point), [], "refusal",
                                    detail)
-        row = pool[where]
-        return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
-                               [str(row["fact_id"])], "extractive", detail)
+        return _remembered(pool[where], detail)
 
-
-    def _about(self, subject: str, text: str, pool: Sequence[Mapping[str, Any]],
+    def _about(self, subject: str, pool: Sequence[Mapping[str, Any]],
                detail: dict[str, Any]) -> OfflineDecision | None:
         """A question about someone or something by name ("Who is Jefferson Hope?", "Tell me about the
-        doctor"): the fact of the pool that presents it best (`presenting`), or a refusal when the pool
-        never names it. None when the subject is not a name the book knows, or is the character's own
-        (the ordinary reading decides)."""
+        doctor"): the fact of the pool that presents it best (`_presents`), the character's own name
+        said back, or a refusal when the pool never names it. None when the subject is not only names
+        the book knows (the ordinary reading decides)."""
         folded = self.folding.apply(subject)
         named = term_set(folded) & self.folding.terms
         own = frozenset().union(*(term_set(n) for n in self.ignored))
@@ -369,14 +366,13 @@ class OfflineReasoner:
             return OfflineDecision(REFUSAL if in_book else UNKNOWN, [], "refusal", detail)
         vocative = _called_on(folded)
 
-        def rank(found: tuple[int, Mapping[str, Any]]) -> tuple[bool, bool, int, int]:
-            i, row = found  # a presenting sentence first, one calling on the name last, then the earliest told
+        def rank(candidate: tuple[int, Mapping[str, Any]]) -> tuple[bool, bool, int, int]:
+            i, row = candidate  # a presenting sentence first, one calling on the name last, then the earliest told
             passage = self.folding.apply(fact_passage(row))
             return pattern.search(passage) is None, vocative.search(passage) is not None, _span(row)[0] or 0, i
-        where, row = min(found, key=rank)
+        _, row = min(found, key=rank)
         detail.update(fact=str(row["fact_id"]))
-        return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
-                               [str(row["fact_id"])], "extractive", detail)
+        return _remembered(row, detail)
 
 
 # A question about someone or something by name, and nothing else: "Who is X?", "Who was X?",
@@ -406,6 +402,12 @@ def _called_on(name: str) -> re.Pattern[str]:
     """`name` (folded) called on in speech rather than spoken of ("Do you remember the case, Gregson?")."""
     core = re.escape(name.strip())
     return re.compile(rf",\s*{core}\s*[,?!.]|[\"“‘]\s*{core}\s*,", re.IGNORECASE)
+
+
+def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecision:
+    """The extractive reply quoting one fact of the pool."""
+    return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
+                           [str(row["fact_id"])], "extractive", detail)
 
 
 def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[str, Any] | None:

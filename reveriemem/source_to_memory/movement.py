@@ -60,6 +60,8 @@ _SOLITUDE = re.compile(
 # the shoulder, he hobbled off forward and went below").
 _PRONOUN_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;])\s+|\b(?:and|then)\s+|(?<=,)\s+)(?P<pronoun>He|She|he|she)\s+"
                             r"(?:\w+ly\s+)?")
+# ... or stands just before the verb, inside the sentence ("..., and in a few moments he found himself alone").
+_PRONOUN_BEFORE = re.compile(r"\b(he|she|He|She)\s+$")
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*")
 _PRONOUN_GENDER = {"he": "male", "she": "female"}
 
@@ -171,9 +173,6 @@ def solitudes(text: str, fragments: Sequence[tuple[int, int]], actors: Sequence[
                 stays.add(other)
             out.append((sentence.start(), frozenset(stays), found.group(0).split()[0] in ("was", "were")))
     return out
-
-
-_PRONOUN_BEFORE = re.compile(r"\b(he|she|He|She)\s+$")
 
 
 def _named_in(text: str, names: Mapping[str, str], genders: Mapping[str, str], gender: str,
