@@ -190,3 +190,31 @@ def test_the_progress_line_shows_calls_in_flight() -> None:
     assert "5 calls in flight" in display.line(0.0)
     display.on_progress(progress.ProgressEvent("", "", "in_flight", 0, 0))
     assert "in flight" not in display.line(0.0)
+
+
+def test_an_interrupt_that_lands_on_a_worker_thread_still_stops_the_pool() -> None:
+    # A process-directed SIGTERM or Ctrl-C may be delivered to any thread. The interpreter runs the Python
+    # handler only in the main thread; if that thread slept in an unbounded join, the signal landing on a
+    # worker would never wake it, and the command would hang until the model answered.
+    import signal
+
+    from reveriemem.models.concurrency import run_at_once
+
+    release = threading.Event()
+
+    def call(item: int) -> int:
+        if item == 0:
+            time.sleep(0.5)  # the caller is waiting on the pool by now
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+        release.wait(30)
+        return item
+
+    previous = signal.signal(signal.SIGUSR1, signal.default_int_handler)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_at_once(call, [0, 1], 2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        release.set()
+    assert time.monotonic() - started < 10

@@ -100,6 +100,9 @@ def map_calls(
                        go_on=lambda exc: isinstance(exc, ModelOutputError))
 
 
+_WAKE = 0.2  # seconds between checks for a signal while the caller waits on the pool
+
+
 def run_at_once(
     call: Callable[[T], R],
     items: Iterable[T],
@@ -159,13 +162,16 @@ def run_at_once(
                 turn.notify_all()
 
     # Daemon threads, so an interrupt (Ctrl-C, SIGTERM) ends the command at once instead of waiting
-    # for calls still in the model; the interrupt reaches the caller while it waits here.
+    # for calls still in the model; the interrupt reaches the caller while it waits here. The wait wakes
+    # every `_WAKE` seconds: a signal the system delivers to a worker thread is handled only when the main
+    # thread next runs, and an unbounded join would keep it asleep until the model answered.
     threads = [threading.Thread(target=worker, name=f"reveriemem-call-{n}", daemon=True) for n in range(workers)]
     for thread in threads:
         thread.start()
     try:
         for thread in threads:
-            thread.join()
+            while thread.is_alive():
+                thread.join(_WAKE)
     except BaseException:
         stop.set()
         raise
