@@ -46,6 +46,26 @@ def test_an_option_scores_by_what_it_adds_over_the_question(demo_book) -> None:
     assert all(s.score < score / 2 for k, s in support.items() if k != letter)  # "the cask" alone is not enough
 
 
+def test_of_two_options_one_passage_states_the_one_told_with_what_is_asked_wins() -> None:
+    # An inventory names both options in one passage, so both have the same support; the answer is
+    # the one in the sentence that holds what the question asks about, not the earlier letter.
+    passages = ["A brass key, with the name of Peter Quince scratched on the bow. A leather purse, with the "
+                "crest of the Marlowe family stamped on its clasp.", "The lamp was lit at dusk."]
+    index = SupportIndex(passages, Rarity(passages), window=1)
+    options = {"A": "Peter Quince", "B": "the Marlowe family", "C": "I cannot answer this."}
+    support = index.support("Whose crest was stamped on the leather purse?", options, ["Mara"])
+    assert support["A"].score == pytest.approx(support["B"].score) and support["A"].score > 0
+    assert best_option(support)[0] == "B"
+
+
+def test_a_sentence_opening_until_then_is_read_with_the_time_before_it() -> None:
+    passages = ["The fair opens at Lammas. Until then the stalls stay shut. The toll is paid at Easter, when the "
+                "bridge reopens.", "The lamp was lit at dusk."]
+    index = SupportIndex(passages, Rarity(passages), window=1)
+    support = index.support("Until when do the stalls stay shut?", {"A": "Easter", "B": "Lammas"}, [])
+    assert best_option(support)[0] == "B"
+
+
 def test_an_option_typed_without_the_books_ligatures_and_accents_meets_them(demo_book) -> None:
     passages = ["\u201cI have found a re-agent which is precipitated by h\u00e6moglobin, and by nothing else.\u201d",
                 "I sat up reading Murger\u2019s Vie de Boh\u00e8me until the small hours."]

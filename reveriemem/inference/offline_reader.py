@@ -21,7 +21,9 @@ of `window` consecutive passages) that supports it:
   option's terms the question does not already have, so an option scores by what it adds.
 
 Both factors are in [0, 1]; a passage stating the question's context together with the option
-scores near 1. A question without options is supported by `context` alone
+scores near 1. Two options a passage supports equally (a list of effects names every one) are told
+apart by the same product within one sentence (`Support.near`): the option told in the sentence
+that holds what is asked is the answer. A question without options is supported by `context` alone
 (`SupportIndex.context`). The index is inverted (term -> passages), so a question only touches
 passages that share a term with it.
 """
@@ -41,6 +43,7 @@ from reveriemem.core.text import FUNCTION_WORDS, fold, tokens
 # Least support at which `read_options` commits to an option by default; below it the reader
 # refuses. Low on purpose: one passage that states part of the question with the option is enough.
 OFFLINE_FLOOR = 0.1
+_TIE = 1e-6  # supports closer than this are equal
 
 
 # -- the lexical view ------------------------------------------------------------------------
@@ -203,6 +206,29 @@ def fact_passage(row: Mapping[str, Any]) -> str:
 class Support:
     score: float
     passage: int | None  # index of the first passage of the best window, None when nothing supports it
+    near: float = 0.0  # the same product within one sentence of that passage: breaks a tie (`best_option`)
+
+
+# A sentence ends at a stop and space, not after a lone letter ("Enoch J. Drebber" is one name).
+_SENTENCE_END = re.compile(r"(?<![^\w]\w)(?<!^\w)[.!?;]+[\"'\u201d\u2019)]*\s+")
+
+
+# A sentence opening on a time it does not name ("Until then the boy will keep the ledger") is about
+# the time the sentence before it names: the two are read as one.
+_BACK_IN_TIME = re.compile(r"^\W*(?:until|till|by|since|before|from)\s+then\b|^\W*after\s+that\b", re.IGNORECASE)
+
+
+def passage_sentences(passage: str) -> list[str]:
+    """The sentences of a passage (its facts, joined, are each at least one)."""
+    found: list[str] = []
+    for part in _SENTENCE_END.split(passage):
+        if not part.strip():
+            continue
+        if found and _BACK_IN_TIME.match(part):
+            found[-1] = f"{found[-1]} {part}"
+        else:
+            found.append(part)
+    return found
 
 
 class SupportIndex:
@@ -251,20 +277,40 @@ class SupportIndex:
         context = self._shares(asked)
         out: dict[str, Support] = {}
         for letter, text in options.items():
-            addition = self._shares(term_set(text) - asked - ignored)
+            added = term_set(text) - asked - ignored
+            addition = self._shares(added)
             best, where = 0.0, None
             for i, share in addition.items():
                 score = context.get(i, 0.0) * share
                 if score > best:
                     best, where = score, i
-            out[letter] = Support(best, where)
+            ties = [i for i, share in addition.items() if best > 0 and context.get(i, 0.0) * share >= best - _TIE]
+            near = max((self._near(i, asked, added) for i in ties), default=0.0)
+            out[letter] = Support(best, where, near)
         return out
+
+    def _near(self, passage: int, asked: frozenset[str], added: frozenset[str]) -> float:
+        """The best support within one sentence of the passage (its window's passages): the question's
+        context and the option told together, not in neighbouring sentences."""
+        weight = self.rarity.weight
+        asked_mass = sum(weight(t) for t in asked) or 1.0
+        added_mass = sum(weight(t) for t in added) or 1.0
+        best = 0.0
+        for text in self.passages[passage: passage + self.window]:
+            for sentence in passage_sentences(text):
+                words = term_set(sentence)
+                score = (sum(weight(t) for t in asked & words) / asked_mass
+                         * sum(weight(t) for t in added & words) / added_mass)
+                best = max(best, score)
+        return best
 
 
 def best_option(support: Mapping[str, Support]) -> tuple[str, float]:
-    """The option with the highest support (ties: the earlier letter) and its score."""
+    """The option with the highest support and its score. Equal support (two options stated beside the
+    question's context, as a list of a dead man's effects states them all) goes to the option told in
+    the same sentence as the context (`Support.near`); then to the earlier letter."""
     letters = list(support)
-    letter = max(letters, key=lambda k: (support[k].score, -letters.index(k)))
+    letter = max(letters, key=lambda k: (round(support[k].score / _TIE), support[k].near, -letters.index(k)))
     return letter, support[letter].score
 
 
