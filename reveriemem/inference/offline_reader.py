@@ -292,16 +292,13 @@ class SupportIndex:
     def _near(self, passage: int, asked: frozenset[str], added: frozenset[str]) -> float:
         """The best support within one sentence of the passage (its window's passages): the question's
         context and the option told together, not in neighbouring sentences."""
-        weight = self.rarity.weight
-        asked_mass = sum(weight(t) for t in asked) or 1.0
-        added_mass = sum(weight(t) for t in added) or 1.0
+        mass = self.rarity.mass  # summed in sorted order: the same float in every process
+        asked_mass, added_mass = mass(asked) or 1.0, mass(added) or 1.0
         best = 0.0
         for text in self.passages[passage: passage + self.window]:
             for sentence in passage_sentences(text):
                 words = term_set(sentence)
-                score = (sum(weight(t) for t in asked & words) / asked_mass
-                         * sum(weight(t) for t in added & words) / added_mass)
-                best = max(best, score)
+                best = max(best, mass(asked & words) / asked_mass * mass(added & words) / added_mass)
         return best
 
 
@@ -310,7 +307,8 @@ def best_option(support: Mapping[str, Support]) -> tuple[str, float]:
     question's context, as a list of a dead man's effects states them all) goes to the option told in
     the same sentence as the context (`Support.near`); then to the earlier letter."""
     letters = list(support)
-    letter = max(letters, key=lambda k: (round(support[k].score / _TIE), support[k].near, -letters.index(k)))
+    letter = max(letters, key=lambda k: (round(support[k].score / _TIE), round(support[k].near / _TIE),
+                                         -letters.index(k)))
     return letter, support[letter].score
 
 
