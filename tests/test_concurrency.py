@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import threading
 import time
 from typing import Any
@@ -15,7 +16,7 @@ from reveriemem.core import progress
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError, ReverieMemError
 from reveriemem.models import FakeModel, map_calls, run_program
 from reveriemem.models.cache import model_cache
-from reveriemem.models.concurrency import RateLimiter, concurrency_for, rate_limiter
+from reveriemem.models.concurrency import RateLimiter, concurrency_for, rate_limiter, run_at_once
 from reveriemem.models.llama_engine import LlamaCppEngine
 from reveriemem_dagster.progress_display import ProgressDisplay
 
@@ -196,10 +197,6 @@ def test_an_interrupt_that_lands_on_a_worker_thread_still_stops_the_pool() -> No
     # A process-directed SIGTERM or Ctrl-C may be delivered to any thread. The interpreter runs the Python
     # handler only in the main thread; if that thread slept in an unbounded join, the signal landing on a
     # worker would never wake it, and the command would hang until the model answered.
-    import signal
-
-    from reveriemem.models.concurrency import run_at_once
-
     release = threading.Event()
 
     def call(item: int) -> int:
