@@ -117,3 +117,14 @@ def test_a_name_set_before_its_pronoun_is_spoken_of_not_to():
     assert utterances[0].addressees == []
     assert utterances[1].speaker != "holmes"
     assert _attribute('"Well, Holmes, we are late," said Watson.')[0].addressees == ["holmes"]
+
+
+def test_he_in_a_tag_is_the_one_acting_earlier_in_the_same_paragraph():
+    text = ('Holmes sat by the fire.\n\nWatson got up and crossed to the window. He saw nobody in the street. '
+            '"Good!" muttered he; "Holmes was wrong about the cab."')
+    assert _attribute(text)[0].speaker == "watson"
+
+
+def test_one_named_only_as_an_object_before_the_tag_is_not_he():
+    text = 'Holmes sat by the fire.\n\nBut he broke in, cursing the Doctor. "Doctors are all fools," he said.'
+    assert _attribute(text)[0].speaker == "holmes"

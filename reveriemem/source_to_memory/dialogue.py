@@ -2,10 +2,12 @@
 
 Attribution follows the conventions of printed novels, strongest first: a
 speech tag beside the quote ("said Holmes", "Mara replied", "she asked",
-"said I" in a first-person narrator's span); an action beat by a named
-subject in the same paragraph; a quote that continues an unclosed quote of
-the paragraph before; and, in an untagged run of a two-person exchange,
-alternation with the speaker two paragraphs back. Speakers who are not
+"said I" in a first-person narrator's span; "he" and "she" stand for the
+one acting by name just before, in the quote's own paragraph or the two
+before it); an action beat by a named subject in the same paragraph; a
+quote that continues an unclosed quote of the paragraph before; and, in an
+untagged run of a two-person exchange, alternation with the speaker two
+paragraphs back. Speakers who are not
 focus characters are recorded by name, so their lines are never given to a
 focus character. A relational descriptor ("remarked my companion") speaks for
 its character only once that character has been named in the scene or has
@@ -31,7 +33,7 @@ from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ATTRIBUTION_VERSION = "dialogue-v4"
+ATTRIBUTION_VERSION = "dialogue-v5"
 
 SPEECH_VERBS = (
     "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
@@ -177,15 +179,17 @@ def attribute_dialogue(
         )
         utterance.addressees = _vocatives(text, spans, mentions)
         fragments = narration_fragments(paragraph, spans)
+        here = _narrated_at(text, paragraph, mentions, spans)  # the line's own paragraph, told before its tag
         _attribute_by_tag(utterance, text, fragments, spans, mentions, gender, recent,
-                          narrator_at.get(paragraph.index))
+                          narrator_at.get(paragraph.index), here)
         if utterance.method == "none" and open_quote and same_scene and previous is not None \
                 and paragraph.text.startswith(('"', "“")):
             _copy_speaker(utterance, previous, "continuation")
         if utterance.method == "none" or (utterance.speaker is None and utterance.speaker_label
                                           and utterance.speaker_label.startswith("?")):
             if utterance.method == "none":
-                _attribute_by_beat(utterance, text, fragments, mentions, gender, recent, narrator_at.get(paragraph.index))
+                _attribute_by_beat(utterance, text, fragments, mentions, gender, recent, narrator_at.get(paragraph.index),
+                                   here)
             if utterance.speaker is None and same_scene and previous is not None:
                 _attribute_as_reply(utterance, previous, gender)
         if utterance.method == "none" and same_scene and previous is not None and before_previous is not None \
@@ -219,6 +223,13 @@ def _narrated(
 ) -> list[tuple[int, str, bool]]:
     """Narration mentions of a paragraph, each marked when it is the acting subject of its clause, in text
     order, with the other persons acting there (slug "": someone who is no focus character)."""
+    return [entry for _, entry in _narrated_at(text, paragraph, mentions, spans)]
+
+
+def _narrated_at(
+    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]]
+) -> list[tuple[int, tuple[int, str, bool]]]:
+    """`_narrated`, each entry with its offset."""
     out = []
     for mention in mentions:
         if in_spans(mention.start, spans):
@@ -230,7 +241,13 @@ def _narrated(
     for a, b in narration_fragments(paragraph, spans):
         out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
                 if not any(s <= at <= e for s, e in named)]
-    return [entry for _, entry in sorted(out, key=lambda pair: pair[0])]
+    return sorted(out, key=lambda pair: pair[0])
+
+
+def _acting_before(here: Sequence[tuple[int, tuple[int, str, bool]]], offset: int) -> list[tuple[int, str, bool]]:
+    """The acting subjects told in the line's own paragraph before `offset`. One named there only as an object
+    ("But he broke in, cursing the doctor. 'Doctors is all swabs,' he said") is not who "he" is."""
+    return [entry for at, entry in here if at < offset and entry[2]]
 
 
 def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> bool:
@@ -272,8 +289,11 @@ def _attribute_by_tag(
     gender: dict[str, str],
     recent: list[tuple[int, str, bool]],
     narrator: str | None,
+    here: Sequence[tuple[int, tuple[int, str, bool]]] = (),
 ) -> None:
-    """Speech tags in the clause right after or right before a quote."""
+    """Speech tags in the clause right after or right before a quote. A pronoun ("muttered he") may stand for
+    the acting subject of the narration of the line's own paragraph before the tag (`here`), as for one named in
+    the paragraphs before: "Passepartout went on deck. He saw nobody. 'Good!' muttered he"."""
     narration_mentions = [m for m in mentions if not in_spans(m.start, spans)]
     for a, b in fragments:
         follows_quote = any(span_end == a for _, span_end in spans)
@@ -297,7 +317,7 @@ def _attribute_by_tag(
             (_PRONOUN_TAG_BEFORE.search(clause) if precedes_quote else None)
         pronoun = found and next((g for g in found.groups() if g), None)
         if pronoun:
-            _resolve_pronoun(utterance, pronoun, gender, recent, narrator)
+            _resolve_pronoun(utterance, pronoun, gender, [*recent, *_acting_before(here, ca)], narrator)
             return
         found = (_OTHER_TAG_AFTER.search(clause) or _OTHER_TAG_SUBJECT.search(clause)) if follows_quote else None
         found = found or (_OTHER_TAG_BEFORE.search(clause) if precedes_quote else None)
@@ -340,6 +360,7 @@ def _resolve_pronoun(
 def _attribute_by_beat(
     utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention],
     gender: dict[str, str], recent: list[tuple[int, str, bool]], narrator: str | None,
+    here: Sequence[tuple[int, tuple[int, str, bool]]] = (),
 ) -> None:
     """An action beat beside the quote ("Vane sat back.", "The old clerk's smile
     did not waver.", "She did not sit down."): its subject is the speaker."""
@@ -356,7 +377,8 @@ def _attribute_by_beat(
                 return
         pronoun = re.match(r"(He|She|I)\s+(?:\w+ly\s+)?(?:did\s+not\s+|had\s+)?[a-z]+", lead[offset:])
         if pronoun:
-            _resolve_pronoun(utterance, pronoun.group(1), gender, recent, narrator)
+            _resolve_pronoun(utterance, pronoun.group(1), gender, [*recent, *_acting_before(here, a + offset)],
+                             narrator)
             if utterance.speaker:
                 utterance.method = "beat"
                 return
