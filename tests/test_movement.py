@@ -269,3 +269,26 @@ He was alone, as he nearly always was, sitting by a small fire. Bob brightened w
 "Ann! Has it turned up?" said Bob.
 """, CAST)
     assert "ann-moss" in knowers(knows, "Has it turned up")
+
+
+def test_what_a_narrated_question_wonders_seats_nobody(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann sat alone by the fire with her mending in her lap.
+
+Should she tell her brother of the letter? Would it not be better to wait until Bob came home from the fair?
+
+The clock struck nine and the fire burned low in the grate.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "The clock struck nine")
+
+
+def test_those_who_go_out_with_a_leaver_are_where_the_story_goes_and_who_stays_is_not(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann, Bob and Cy sat at the little table in the railway car and played at cards.
+
+At eleven the whistle blew. Ann rose, and, followed by Bob, went out upon the platform. Cy remained in the car, as pale as death. "It is cold out here," said Ann.
+
+The wind blew the smoke of the engine low across the platform.
+""", CAST)
+    assert knowers(knows, "The wind blew the smoke") >= {"ann-moss", "bob-hale"}
+    assert "cy-dunn" not in knowers(knows, "The wind blew the smoke")

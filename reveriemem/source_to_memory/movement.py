@@ -85,6 +85,27 @@ _ERRAND = re.compile(r"\b(?:came|come|got|ran|hurried|walked|went|stepped)\s+(?:
                      r"\breturned\b|\bcarried\s+(?:\w+\s+){1,3}?(?:back|up|upstairs?|in)\b")
 
 
+# Going out with one who leaves ("Phileas Fogg left the car, and the American followed him upon the platform";
+# "Mr. Fogg rose, and, followed by Fix, went out upon the platform. Passepartout accompanied him"), or staying
+# where they left ("Aouda remained in the car").
+_FOLLOWS = re.compile(r"\s+(?:\w+ly\s+)?(?:followed|accompanied)\s+(?:him|her|them)\b")
+_FOLLOWED_BY = re.compile(r"\b(?:followed|accompanied|attended)\s+by\s+(?:the\s+)?$")
+_ESCORTED = re.compile(r",\s*(?:followed|accompanied|attended)\s+by\s+[^,.;!?]{1,40},")
+_STAYS = re.compile(r"\s+(?:\w+ly\s+)?(?:remained|stayed)\b(?!\s+with\b)")
+
+
+def goes_along(text: str, sentence_start: int, mention: tuple[int, int]) -> bool:
+    """Does the one named at `mention` go out with someone ("X followed him", "followed by X")? Read only right
+    after someone leaves: following a man across a room is no departure."""
+    return _FOLLOWS.match(text, mention[1]) is not None or \
+        _FOLLOWED_BY.search(text, sentence_start, mention[0]) is not None
+
+
+def stays_behind(text: str, start: int) -> bool:
+    """Does the subject that ends at `start` stay where it is ("Aouda remained in the car")?"""
+    return _STAYS.match(text, start) is not None
+
+
 def departs(text: str, start: int, end: int) -> bool:
     """Does the sentence text[start:end], just after its subject, narrate leaving where the subject was?
 
@@ -93,6 +114,7 @@ def departs(text: str, start: int, end: int) -> bool:
     subject ("Arthur and Quincey went away together") share its verb.
     """
     clause = text[start:min(end, start + 200)]
+    clause = _ESCORTED.sub(lambda m: " " * len(m.group(0)), clause)  # "rose, and, followed by Fix, went out"
     found = DEPARTURE.search(clause)
     if not found or WITHIN_ROOM.match(clause[found.end():]) or _ERRAND.search(text, start + found.end(), end):
         return False

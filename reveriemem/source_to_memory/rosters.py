@@ -8,7 +8,9 @@ Presence is a state, not a mention. The evidence, per paragraph:
   action at a clause start, or their face/hand/voice is described (present);
 - mention: any other naming, in dialogue or narration, or in a letter read
   out (referenced); whatever happens in a paragraph set in from the margin
-  (a letter, a log, an inscription quoted in the story) is a mention too.
+  (a letter, a log, an inscription quoted in the story) is a mention too,
+  and so is a naming in a question the narration asks ("Would it not be
+  better to wait until Mr. Fogg reached London?"): wondered, not told.
 
 Per character, in story order, presence opens at a narrated arrival or at
 their first speech, action or narration in the scene (the sentence holding
@@ -37,9 +39,16 @@ from reveriemem.core.text import Paragraph, is_inset, sentence_around
 from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
-from reveriemem.source_to_memory.movement import departs, narrator_moves, pronoun_departures, solitudes
+from reveriemem.source_to_memory.movement import (
+    departs,
+    goes_along,
+    narrator_moves,
+    pronoun_departures,
+    solitudes,
+    stays_behind,
+)
 
-ROSTER_VERSION = "roster-v13"
+ROSTER_VERSION = "roster-v14"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -153,6 +162,8 @@ def scene_evidence(
             speaker = evidence[utterance.speaker]
             speaker.utterances += 1
             _present(speaker, index, paragraph.start)
+            # and at each of their quotes: one who leaves and speaks on in the paragraph is heard where they went
+            speaker.events.extend((a, OPENS) for a, _ in spans if a > paragraph.start)
             named.add(utterance.speaker)
             actors.append((paragraph.start, utterance.speaker))  # "he" in the next lines may be the speaker
         if utterance:
@@ -170,6 +181,7 @@ def scene_evidence(
                 for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
                     alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
         inset = is_inset(text, paragraph)  # a letter or log read in the scene: what it tells is not seen there
+        left_at: list[int] = []  # ends of this paragraph's sentences that narrate a departure
         for mention in mentions_by_paragraph.get(index, []):
             record = evidence.get(mention.character)
             if record is None:
@@ -183,6 +195,17 @@ def scene_evidence(
                 continue
             fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
+            if _asked(text, sentence, spans):
+                continue  # "Would it not be better to wait until Mr. Fogg reached London?": wondered, not told
+            # right after someone leaves (this sentence or the one before): going with them, or staying behind
+            left = next((at for at in reversed(left_at) if at == sentence[1] or 0 <= sentence[0] - at <= 3), None)
+            if left is not None and stays_behind(text, mention.end) and is_action_subject(text, mention,
+                                                                                          fragment_start):
+                record.events.append((sentence[1], CLOSES))  # not where the story goes, until their next act
+                continue
+            if left is not None and goes_along(text, sentence[0], (mention.start, mention.end)):
+                record.departure_paragraph = index
+                record.events.append((left, CLOSES))  # one party: the story follows them together
             if _EARLIER_ARRIVAL.match(text, mention.end):
                 _present(record, index, scene_start)
             if _CAME_WITH.match(text, mention.end):
@@ -208,6 +231,7 @@ def scene_evidence(
                 if departs(text, mention.end, sentence[1]):
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
+                    left_at.append(sentence[1])
         fragments = narration_fragments(paragraph, spans)
         for slug, offset in pronoun_departures(text, fragments, actors, genders):
             if slug in evidence:
@@ -263,18 +287,23 @@ def follow_departures(evidence: Mapping[str, RosterEvidence]) -> None:
     where they are, so each other character is present again only from their own next evidence.
     The departing character stays present through the transit (the departure does not close them).
     """
-    departures = sorted((offset, slug) for slug, record in evidence.items()
-                        for offset, kind in record.events if kind == CLOSES)
-    for offset, slug in departures:
+    parties: dict[int, set[str]] = {}  # those leaving at one offset leave together ("Fogg left, and Proctor followed")
+    for slug, record in evidence.items():
+        for offset, kind in record.events:
+            if kind == CLOSES:
+                parties.setdefault(offset, set()).add(slug)
+    for offset, party in sorted(parties.items()):
         nexts = {other: min((o for o, kind in record.events if kind == OPENS and o >= offset), default=None)
                  for other, record in evidence.items()}
-        mine = nexts[slug]
-        company = {other for other, record in evidence.items() if other != slug and _open_at(record.events, offset)}
+        mine = min((o for o in (nexts[slug] for slug in party) if o is not None), default=None)
+        company = {other for other, record in evidence.items()
+                   if other not in party and _open_at(record.events, offset)}
         if mine is None or any(o is not None and o <= mine for other, o in nexts.items() if other in company):
             continue
-        evidence[slug].events.append((offset, OPENS))
+        for slug in party:
+            evidence[slug].events.append((offset, OPENS))
         for other, record in evidence.items():
-            if other != slug:
+            if other not in party:
                 record.events.append((offset, CLOSES))
 
 
@@ -296,6 +325,14 @@ def _confirm_address(record: RosterEvidence, index_of: Mapping[int, int]) -> Non
         return
     for offset in record.addressed_at:
         _present(record, index_of[offset], offset)
+
+
+def _asked(text: str, sentence: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
+    """Is the narrated sentence a question? What a question of the narration tells ("Should he tell his master?
+    Would it not be better to wait until Mr. Fogg reached London?") is a thought or a doubt, not an event of
+    the scene, so it seats nobody. A question mark inside a quote is the speaker's, not the narration's."""
+    stop = text[sentence[0]:sentence[1]].rstrip(" \t\r\n\"'”’)")
+    return stop.endswith("?") and not in_spans(sentence[0] + len(stop) - 1, spans)
 
 
 def _arrives(text: str, sentence: tuple[int, int], mention: Mention) -> bool:
