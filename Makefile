@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml
 # LLM steps through the bundled SmolLM2-135M instead (slow on 2 cores, and poor: it proves the wiring).
 DEMO_LM ?= none
 
+# Tests run in this many processes (pytest-xdist); every test has its own data home, so they do not share state.
+TEST_WORKERS ?= 2
+
 demo: $(STAMP)
 	$(BIN)/reveriemem demo --lm $(DEMO_LM)
 
@@ -34,7 +37,7 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python scripts/module_sizes.py
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
