@@ -199,3 +199,15 @@ def test_a_question_about_someone_by_name_quotes_the_line_that_presents_them() -
     assert jim.decide(parse_options("Who is Ben Gunn?"), pool[:3], []).reply == REFUSAL
     assert jim.decide(parse_options("Who is Captain Nemo?"), pool, []).stop == "refusal"
     assert jim.decide(parse_options("Who is Jim?"), pool, []).reply == "That is me: Jim Hawkins."
+
+
+def test_a_line_that_asks_is_no_answer_to_a_free_form_question() -> None:
+    lines = ['"And did Israel Hands stoop when the squire fired?" asked the doctor.',
+             "Israel Hands stooped as the squire fired, and the ball killed another man."]
+    pool = [{"fact_id": f"q{i}", "text": line, "evidence": line} for i, line in enumerate(lines)]
+    who = reasoner(["Jim Hawkins"])
+    answered = who.decide(parse_options("Who stooped when the squire fired?"), pool, [])
+    assert answered.stop == "extractive" and answered.used == ["q1"] and "ball killed" in answered.reply
+    # with only the question in memory, the character does not quote the doubt back as an answer
+    refused = who.decide(parse_options("Who stooped when the squire fired?"), pool[:1], [])
+    assert refused.stop == "refusal" and refused.used == [] and "asked the doctor" not in refused.reply

@@ -278,10 +278,10 @@ class OfflineReasoner:
             index = self._index(pool, [], after)
             shares = index.context(text, self.ignored)
             if shares:
-                best = max(shares, key=lambda i: (holds(index.passages[i]), round(shares[i], 6),
-                                                  similarity_of(pool[i]) or 0.0))
+                best = max(shares, key=lambda i: (not asks(pool[i]), holds(index.passages[i]),
+                                                  round(shares[i], 6), similarity_of(pool[i]) or 0.0))
                 reading = OptionReading(None, "", shares[best], best)
-                on_point = holds(index.passages[best])
+                on_point = holds(index.passages[best]) and not asks(pool[best])
         book = self.book
         if book is None:
             return Comparison(reading, reading.support, on_point, on_point)
@@ -402,6 +402,19 @@ def _called_on(name: str) -> re.Pattern[str]:
     """`name` (folded) called on in speech rather than spoken of ("Do you remember the case, Gregson?")."""
     core = re.escape(name.strip())
     return re.compile(rf",\s*{core}\s*[,?!.]|[\"“‘]\s*{core}\s*,", re.IGNORECASE)
+
+
+def asks(row: Mapping[str, Any]) -> bool:
+    """Is the fact itself a question ("And he took pages out of the ledger?", '"Is that you, Jim?" said the
+    captain')? Every quoted part of a line of dialogue, else the sentence, ends with a question mark. It
+    states nothing, so it answers nothing: quoted back to "Who took the ledger?", it would only repeat the
+    doubt."""
+    said = " ".join(str(row.get("evidence") or row.get("text") or "").split())
+    parts = _QUOTED.findall(said) or [said]
+    return all(part.strip().rstrip("\"'”’) ").endswith("?") for part in parts)
+
+
+_QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")
 
 
 def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecision:
