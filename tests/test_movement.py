@@ -292,3 +292,23 @@ The wind blew the smoke of the engine low across the platform.
 """, CAST)
     assert knowers(knows, "The wind blew the smoke") >= {"ann-moss", "bob-hale"}
     assert "cy-dunn" not in knowers(knows, "The wind blew the smoke")
+
+
+def test_those_named_with_the_narrator_as_one_company_are_where_the_narration_is(tmp_path):
+    _, _, knows = build(tmp_path, """
+A little before midnight we three--Bob, Cy Dunn, and myself--went to the churchyard. The gate was locked
+and the sexton had gone home. I lit the lantern and held it over the tomb while the wind rose.
+
+The lid of the coffin lay a little aside, and within it there was nothing but dust.
+""", NARRATED)
+    assert knowers(knows, "The lid of the coffin") >= {"ann-moss", "bob-hale", "cy-dunn"}
+
+
+def test_a_name_beside_the_narrator_in_a_possession_a_wish_or_a_fear_places_nobody(tmp_path):
+    _, _, knows = build(tmp_path, """
+I sat alone in my room with the note-books of Bob and Cy and myself spread on the table. If Cy and I
+were walking on the cliffs, how pleasant it would be. I told the maid that both Bob and I feared rain.
+
+The candle burned down and I went on writing late into the night.
+""", NARRATED)
+    assert not knowers(knows, "The candle burned down") & {"bob-hale", "cy-dunn"}

@@ -5,7 +5,10 @@ Presence is a state, not a mention. The evidence, per paragraph:
 - narration: first-person narration in the character's narrator span (present, active);
 - address: another speaker addresses the character by name (present);
 - action: the character (by name or descriptor) is the subject of a narrated
-  action at a clause start, or their face/hand/voice is described (present);
+  action at a clause start, or their face/hand/voice is described, or they
+  are named with a first-person narrator as one company ("Arthur, Quincey
+  Morris, and myself", "Quincey and I went"; not "the note-books of Mina
+  and myself", "if Jonathan and I were") (present);
 - mention: any other naming, in dialogue or narration, or in a letter read
   out (referenced); whatever happens in a paragraph set in from the margin
   (a letter, a log, an inscription quoted in the story) is a mention too,
@@ -48,7 +51,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v14"
+ROSTER_VERSION = "roster-v15"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -92,6 +95,16 @@ _ACCOMPANIED = re.compile(
 _THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|stood|took|made|set)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
+# Named with the first-person narrator as one company ("we three--Arthur, Quincey Morris, and myself--called",
+# "Quincey and I went"): where the narration is, they are.
+_WITH_NARRATOR = re.compile(
+    r"(?:,\s+(?:[A-Z][\w.]*\s*){1,3})*,?\s+and\s+myself\b(?!\s+(?:had|have|was|were|will|shall|would|should)\b)"
+    r"|\s+and\s+I\s+(?:\w+ly\s+)?(?:[a-z]+ed|went|came|got|sat|stood|saw|found|took|made|kept|ran|rode|drove|set|"
+    r"left|knew|felt|heard|told|said|began|held|met|sent|brought|bought|caught|fought|sought|thought|spent)\b")
+# ... but not inside a possessive, a reported fear or a wish ("note-books of Mina and Seward and myself", "told him
+# that both Van Helsing and I feared", "If Jonathan and I were driving").
+_NOT_TOGETHER = re.compile(r"\b(?:of|that|if|when|both|between|whether|unless)\s+(?:[A-Z][\w.]*,?\s+(?:and\s+)?)*$",
+                           re.IGNORECASE)
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 
 # Kinds of presence event: evidence that opens presence, a departure that closes it.
@@ -215,6 +228,10 @@ def scene_evidence(
                     text, mention.end) and (_ACCOMPANIED.search(text, max(fragment_start, mention.start - 80),
                                                                 mention.start) or _THEN_ACTS.match(text, mention.end)):
                 record.actions += 1
+                _present(record, index, sentence[0])
+            if _WITH_NARRATOR.match(text, mention.end) and narrator_at.get(index) in evidence \
+                    and not _NOT_TOGETHER.search(text, max(fragment_start, mention.start - 60), mention.start):
+                record.actions += 1  # "Arthur, Quincey Morris, and myself--called for the Professor"
                 _present(record, index, sentence[0])
             if _arrives(text, sentence, mention):
                 if record.arrival_paragraph is None and not record.present_paragraphs:
