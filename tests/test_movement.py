@@ -312,3 +312,15 @@ were walking on the cliffs, how pleasant it would be. I told the maid that both 
 The candle burned down and I went on writing late into the night.
 """, NARRATED)
     assert not knowers(knows, "The candle burned down") & {"bob-hale", "cy-dunn"}
+
+
+def test_one_spoken_to_in_the_narration_is_there(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann sat by the sick-bed and watched the candle gutter in the draught from the door.
+
+"She will sleep till morning," said Ann quietly to Bob. "Then we shall see."
+
+The candle went out, and the room was dark but for the fire.
+""", CAST)
+    assert "bob-hale" in knowers(knows, "The candle went out")
+    assert "cy-dunn" not in knowers(knows, "The candle went out")

@@ -8,7 +8,8 @@ Presence is a state, not a mention. The evidence, per paragraph:
   action at a clause start, or their face/hand/voice is described, or they
   are named with a first-person narrator as one company ("Arthur, Quincey
   Morris, and myself", "Quincey and I went"; not "the note-books of Mina
-  and myself", "if Jonathan and I were") (present);
+  and myself", "if Jonathan and I were"), or spoken to in the narration
+  ("said Van Helsing to Arthur", "I told Quincey") (present);
 - mention: any other naming, in dialogue or narration, or in a letter read
   out (referenced); whatever happens in a paragraph set in from the margin
   (a letter, a log, an inscription quoted in the story) is a mention too,
@@ -51,7 +52,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v15"
+ROSTER_VERSION = "roster-v16"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -105,6 +106,11 @@ _WITH_NARRATOR = re.compile(
 # that both Van Helsing and I feared", "If Jonathan and I were driving").
 _NOT_TOGETHER = re.compile(r"\b(?:of|that|if|when|both|between|whether|unless)\s+(?:[A-Z][\w.]*,?\s+(?:and\s+)?)*$",
                            re.IGNORECASE)
+# Spoken or turned to in the narration: the listener is there ("said Van Helsing to Arthur", "I told Quincey").
+_SPOKEN_TO = re.compile(
+    r"\b(?:(?:said|whispered|replied|answered|explained|remarked|observed|added|turned|nodded|bowed|called|cried|"
+    r"shouted|murmured|went\s+on|continued)(?:\s+[A-Z][\w.]*){0,2}\s+(?:\w+ly\s+)?to|"
+    r"I\s+(?:\w+ly\s+)?(?:told|asked|answered|warned|assured|begged|implored))\s+(?:the\s+)?$")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 
 # Kinds of presence event: evidence that opens presence, a departure that closes it.
@@ -228,6 +234,9 @@ def scene_evidence(
                     text, mention.end) and (_ACCOMPANIED.search(text, max(fragment_start, mention.start - 80),
                                                                 mention.start) or _THEN_ACTS.match(text, mention.end)):
                 record.actions += 1
+                _present(record, index, sentence[0])
+            if _SPOKEN_TO.search(text, max(fragment_start, mention.start - 40), mention.start):
+                record.actions += 1  # "said Van Helsing to Arthur", "I turned to Quincey", "I told Arthur"
                 _present(record, index, sentence[0])
             if _WITH_NARRATOR.match(text, mention.end) and narrator_at.get(index) in evidence \
                     and not _NOT_TOGETHER.search(text, max(fragment_start, mention.start - 60), mention.start):
