@@ -324,3 +324,14 @@ The candle went out, and the room was dark but for the fire.
 """, CAST)
     assert "bob-hale" in knowers(knows, "The candle went out")
     assert "cy-dunn" not in knowers(knows, "The candle went out")
+
+
+def test_one_who_stays_behind_a_little_after_the_others_leave_is_not_where_the_story_goes(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann, Bob and Cy sat at the little table in the railway car and played at cards.
+
+At eleven the whistle blew. Ann rose and went out upon the platform. Bob followed with the pistols under his arm. Cy remained in the car, as pale as death.
+
+The conductor came along the platform and shouted that the train would not stop.
+""", CAST)
+    assert "cy-dunn" not in knowers(knows, "The conductor came along")

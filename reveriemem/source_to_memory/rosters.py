@@ -52,7 +52,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v16"
+ROSTER_VERSION = "roster-v17"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -218,7 +218,8 @@ def scene_evidence(
                 continue  # "Would it not be better to wait until Mr. Fogg reached London?": wondered, not told
             # right after someone leaves (this sentence or the one before): going with them, or staying behind
             left = next((at for at in reversed(left_at) if at == sentence[1] or 0 <= sentence[0] - at <= 3), None)
-            if left is not None and stays_behind(text, mention.end) and is_action_subject(text, mention,
+            gone = next((at for at in reversed(left_at) if at <= sentence[1]), None)  # earlier in the paragraph
+            if gone is not None and stays_behind(text, mention.end) and is_action_subject(text, mention,
                                                                                           fragment_start):
                 record.events.append((sentence[1], CLOSES))  # not where the story goes, until their next act
                 continue
