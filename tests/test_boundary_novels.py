@@ -1,7 +1,8 @@
 """The knowledge boundary on the annotated novels does not get worse: leak and recall of an offline build.
 
 Each book is built as a user builds it (no model, the hashing embedder: visibility does not depend on
-the embedder) and its stored facts are scored against the hand-made presence annotations
+the embedder), through Dagster, up to the facts table (what a character's episodes, patterns and reader
+calibration make is not scored here), and its stored facts are scored against the hand-made presence annotations
 (`eval/presence/`), as `benchmarks/boundary.py` does. The bounds are the figures measured when the test
 was written, with half a point of slack: a rule that makes the boundary leak more, or grant fewer of
 those present, fails here before anyone reads a benchmark.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from assets import knowledge, scenes
 from eval.boundary import gold_scene_passages, load_presence_annotation, score_book_boundary
 from eval.memory import load_book_memory
 from reveriemem.core.demo import demo_gold, shipped_character_file
@@ -20,6 +22,9 @@ from reveriemem.core.registry import load_book, prepare_book, write_book
 from reveriemem_dagster.build import build_book
 
 BOOKS = Path(__file__).resolve().parents[2] / "shared" / "books"
+# The facts and what they are made from: the rosters grant them.
+FACTS_LINEAGE = [scenes.scenes, scenes.utterances, scenes.scene_rosters, knowledge.scene_graphs, knowledge.entities,
+                 knowledge.memberships, knowledge.facts]
 PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
 
 
@@ -40,7 +45,7 @@ def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, l
     assert characters is not None
     book, _ = prepare_book(path, characters, slug=slug)
     write_book(book)
-    build_book(slug, lm="none", embedder="hash")
+    build_book(slug, lm="none", embedder="hash", book_assets=FACTS_LINEAGE, character_assets=[])
     passages = load_presence_annotation(sorted(PRESENCE.glob(f"{slug}.*.jsonl")))
     score = score_book_boundary(book, load_book_memory(slug).facts, passages)
     # every fact is judged, but those of the transcriber's notes after A Study in Scarlet (left unannotated)
