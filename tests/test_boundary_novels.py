@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.112, 0.805),  # 10.7% / 81.0% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.037, 0.939),  # 3.2% / 94.4% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.048, 0.900),  # 4.3% / 90.5% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.076, 0.656),  # 7.1% / 66.1% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.072, 0.656),  # 6.7% / 66.1% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"

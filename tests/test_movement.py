@@ -335,3 +335,13 @@ At eleven the whistle blew. Ann rose and went out upon the platform. Bob followe
 The conductor came along the platform and shouted that the train would not stop.
 """, CAST)
     assert "cy-dunn" not in knowers(knows, "The conductor came along")
+
+
+def test_company_wished_for_or_planned_places_nobody(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann sat alone at the inn and wrote up her journal by the light of a candle. I shall keep these notes, as they may
+refresh my memory when I talk over my travels with Bob.
+
+The landlord knocked and brought her a letter and a glass of wine.
+""", NARRATED)
+    assert "bob-hale" not in knowers(knows, "The landlord knocked")

@@ -52,7 +52,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v17"
+ROSTER_VERSION = "roster-v18"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -93,6 +93,10 @@ _ACCOMPANIED = re.compile(
     r"(?![^.;:!?]*\b(?:not|never)\b)[^.;:!?]*$"
 )
 # ... or the company acts next, with them ("and, with Mr. Fogg, played whist", "and with Aouda returned").
+# ... not in company yet: a wish, a plan or a condition ("my notes, as they may refresh my memory when I talk over
+# my travels with Mina", "if I could walk with Lucy").
+_UNREAL = re.compile(r"\b(?:will|shall|would|should|could|may|might|must|cannot|if|unless|hope|wish|longed|"
+                     r"want(?:ed)?\s+to)\b[^.;:!?]*$", re.IGNORECASE)
 _THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|stood|took|made|set)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
@@ -233,7 +237,8 @@ def scene_evidence(
                 _present(record, index, sentence[0])
             if _WITH.search(text, max(fragment_start, mention.start - 40), mention.start) and not _POSSESSED.match(
                     text, mention.end) and (_ACCOMPANIED.search(text, max(fragment_start, mention.start - 80),
-                                                                mention.start) or _THEN_ACTS.match(text, mention.end)):
+                                                                mention.start) or _THEN_ACTS.match(text, mention.end)) \
+                    and not _UNREAL.search(text, max(fragment_start, mention.start - 80), mention.start):
                 record.actions += 1
                 _present(record, index, sentence[0])
             if _SPOKEN_TO.search(text, max(fragment_start, mention.start - 40), mention.start):
