@@ -128,3 +128,9 @@ def test_he_in_a_tag_is_the_one_acting_earlier_in_the_same_paragraph():
 def test_one_named_only_as_an_object_before_the_tag_is_not_he():
     text = 'Holmes sat by the fire.\n\nBut he broke in, cursing the Doctor. "Doctors are all fools," he said.'
     assert _attribute(text)[0].speaker == "holmes"
+
+
+def test_a_name_given_in_quotation_marks_is_no_speech_tag_for_the_line_before():
+    text = ('Watson came into the room.\n\n"But Mara told me you were ill." It was so funny to hear Mara called '
+            '"the lamplighter" by this kindly old man.')
+    assert _attribute(text)[0].speaker != "mara"

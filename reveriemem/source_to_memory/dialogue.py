@@ -33,7 +33,7 @@ from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 
-ATTRIBUTION_VERSION = "dialogue-v5"
+ATTRIBUTION_VERSION = "dialogue-v6"
 
 SPEECH_VERBS = (
     "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
@@ -305,6 +305,8 @@ def _attribute_by_tag(
         verb = re.search(rf"\b{_VERB}\b", clause)
         if not verb:
             continue
+        if _NAMES_A_TERM.search(clause, 0, verb.end()) and re.match(r"\s*[\"“]", clause[verb.end():]):
+            continue  # 'to hear my wife called "Madam Mina"': a name given, not a line spoken
         local = [m for m in narration_mentions if ca <= m.start < cb]
         if local:
             nearest = min(local, key=lambda m: abs(m.start - (ca + verb.start())))
