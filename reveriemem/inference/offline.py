@@ -404,6 +404,9 @@ def _called_on(name: str) -> re.Pattern[str]:
     return re.compile(rf",\s*{core}\s*[,?!.]|[\"“‘]\s*{core}\s*,", re.IGNORECASE)
 
 
+_QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")  # the quoted parts of a line of dialogue
+
+
 def asks(row: Mapping[str, Any]) -> bool:
     """Is the fact itself a question ("And he took pages out of the ledger?", '"Is that you, Jim?" said the
     captain')? Every quoted part of a line of dialogue, else the sentence, ends with a question mark. It
@@ -412,9 +415,6 @@ def asks(row: Mapping[str, Any]) -> bool:
     said = " ".join(str(row.get("evidence") or row.get("text") or "").split())
     parts = _QUOTED.findall(said) or [said]
     return all(part.strip().rstrip("\"'”’) ").endswith("?") for part in parts)
-
-
-_QUOTED = re.compile(r"[\"“]([^\"“”]+)[\"”]")
 
 
 def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecision:

@@ -93,11 +93,11 @@ _ACCOMPANIED = re.compile(
     r"(?![^.;:!?]*\b(?:not|never)\b)[^.;:!?]*$"
 )
 # ... or the company acts next, with them ("and, with Mr. Fogg, played whist", "and with Aouda returned").
+_THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|stood|took|made|set)\b")
 # ... not in company yet: a wish, a plan or a condition ("my notes, as they may refresh my memory when I talk over
 # my travels with Mina", "if I could walk with Lucy").
 _UNREAL = re.compile(r"\b(?:will|shall|would|should|could|may|might|must|cannot|if|unless|hope|wish|longed|"
                      r"want(?:ed)?\s+to)\b[^.;:!?]*$", re.IGNORECASE)
-_THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|stood|took|made|set)\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
 # Named with the first-person narrator as one company ("we three--Arthur, Quincey Morris, and myself--called",
