@@ -345,3 +345,16 @@ refresh my memory when I talk over my travels with Bob.
 The landlord knocked and brought her a letter and a glass of wine.
 """, NARRATED)
     assert "bob-hale" not in knowers(knows, "The landlord knocked")
+
+
+def test_a_thought_does_not_place_the_thinker_where_the_story_is(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob rightly suspected that his leaving would set the whole market talking.
+
+The gossips met at the pump and the
+baker laid a wager with the smith on the day of his return.
+
+Ann came into the square and heard the wager.
+""", CAST)
+    assert "bob-hale" not in knowers(knows, "The gossips met")
+    assert "ann-moss" in knowers(knows, "Ann came into the square")

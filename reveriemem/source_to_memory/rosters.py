@@ -5,7 +5,8 @@ Presence is a state, not a mention. The evidence, per paragraph:
 - narration: first-person narration in the character's narrator span (present, active);
 - address: another speaker addresses the character by name (present);
 - action: the character (by name or descriptor) is the subject of a narrated
-  action at a clause start, or their face/hand/voice is described, or they
+  action at a clause start (a verb of thinking is none: "Fogg rightly
+  suspected" says nothing of where Fogg is), or their face/hand/voice is described, or they
   are named with a first-person narrator as one company ("Arthur, Quincey
   Morris, and myself", "Quincey and I went"; not "the note-books of Mina
   and myself", "if Jonathan and I were"), or spoken to in the narration
@@ -40,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -52,7 +53,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v18"
+ROSTER_VERSION = "roster-v19"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -254,7 +255,8 @@ def scene_evidence(
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
                     named.add(mention.character)
-            if is_action_subject(text, mention, fragment_start):
+            if is_action_subject(text, mention, fragment_start) and not thinking_subject(text, mention,
+                                                                                          fragment_start):
                 record.actions += 1
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
