@@ -208,6 +208,23 @@ def prepare_fact_indexes(table: Any, vector_min_rows: int = VECTOR_INDEX_MIN_ROW
 
 
 def ensure_fts_index(table: Any) -> bool:
-    """A native full-text index on `text`; False (with a warning) if it could not be made."""
-    return _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: table.create_fts_index(FTS_COLUMN, replace=False))
+    """A native full-text index on `text`, covering every row; False (with a warning) if it could not be made.
+
+    An index made before a book's facts were written (or rewritten) leaves them out of its BM25
+    statistics, so the same question would rank facts differently with the order books were built
+    in: an index with rows not in it is rebuilt, once, by the first reader that finds it so.
+    """
+    if not _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: table.create_fts_index(FTS_COLUMN, replace=False)):
+        return False
+    name = index_of(table, FTS_COLUMN, "FTS", "INVERTED")
+    try:
+        stats = table.index_stats(name) if name is not None else None
+        if stats is not None and stats.num_unindexed_rows > 0:
+            log.info("Rebuilding the full-text index on facts.%s (%d of %d rows not indexed).", FTS_COLUMN,
+                     stats.num_unindexed_rows, stats.num_unindexed_rows + stats.num_indexed_rows)
+            table.create_fts_index(FTS_COLUMN, replace=True)
+    except Exception as exc:  # another reader rebuilding it meanwhile, or a read-only store: search as it is
+        _refresh(table)
+        log.warning("Could not bring the full-text index on facts.%s up to date (%s).", FTS_COLUMN, exc)
+    return True
 
