@@ -216,15 +216,25 @@ def ensure_fts_index(table: Any) -> bool:
     """
     if not _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: table.create_fts_index(FTS_COLUMN, replace=False)):
         return False
+    stale = _fts_unindexed(table)
+    if stale:
+        log.info("Rebuilding the full-text index on facts.%s (%d rows not in it).", FTS_COLUMN, stale)
+        try:
+            table.create_fts_index(FTS_COLUMN, replace=True)
+        except Exception as exc:  # another reader rebuilding it meanwhile, or a read-only store
+            _refresh(table)
+            if _fts_unindexed(table):
+                log.warning("Could not bring the full-text index on facts.%s up to date (%s); lexical ranking may "
+                            "differ until a reader can.", FTS_COLUMN, exc)
+    return True
+
+
+def _fts_unindexed(table: Any) -> int:
+    """Rows of the table the full-text index does not hold (0 when it holds all, or when that is unknown)."""
     name = index_of(table, FTS_COLUMN, "FTS", "INVERTED")
     try:
         stats = table.index_stats(name) if name is not None else None
-        if stats is not None and stats.num_unindexed_rows > 0:
-            log.info("Rebuilding the full-text index on facts.%s (%d of %d rows not indexed).", FTS_COLUMN,
-                     stats.num_unindexed_rows, stats.num_unindexed_rows + stats.num_indexed_rows)
-            table.create_fts_index(FTS_COLUMN, replace=True)
-    except Exception as exc:  # another reader rebuilding it meanwhile, or a read-only store: search as it is
-        _refresh(table)
-        log.warning("Could not bring the full-text index on facts.%s up to date (%s).", FTS_COLUMN, exc)
-    return True
+    except Exception:  # an index being replaced by another process
+        return 0
+    return int(stats.num_unindexed_rows) if stats is not None else 0
 
