@@ -358,3 +358,17 @@ Ann came into the square and heard the wager.
 """, CAST)
     assert "bob-hale" not in knowers(knows, "The gossips met")
     assert "ann-moss" in knowers(knows, "Ann came into the square")
+
+
+def test_the_company_acting_as_one_holds_who_acts_next_in_the_paragraph(tmp_path):
+    _, _, knows = build(tmp_path, """
+The rain had not stopped since noon, and the lamps were lit early in the study.
+
+We went gravely into what was to be done. The house in the square would have to be searched before the owner
+came back. Bob told us what the agent had said.
+
+Cy walked in from the stables with his coat soaked through and a letter in his hand.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, "The house in the square")  # "we", then Bob acts with no arrival
+    assert "cy-dunn" not in knowers(knows, "The house in the square")  # Cy arrives later: not of that company
+    assert "cy-dunn" in knowers(knows, "Cy walked in from the stables")
