@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.097, 0.803),  # 9.2% / 80.8% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.037, 0.936),  # 3.2% / 94.1% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.048, 0.900),  # 4.3% / 90.5% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.072, 0.656),  # 6.7% / 66.1% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.072, 0.661),  # 6.7% / 66.6% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"
