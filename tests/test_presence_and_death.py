@@ -358,3 +358,18 @@ The coroner will sit on Thursday, and the harbour master has asked for witnesses
 """, cast)
     assert "bob-hale" in knowers(knows, '"The ship went down')
     assert knowers(knows, "The body of a sailor") & {"ann-moss", "bob-hale"} == set()
+
+
+def test_a_reverie_and_what_one_comes_to_believe_are_the_thinkers_alone(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together in the railway carriage as the train ran on through the hills.
+
+Bob was now plunged into absorbing reverie. The journey would not end at the coast after all. He came to regard
+the wager as a serious matter, and began to worry about every delay on the line.
+
+Ann opened the window and looked out at the river below.
+""")
+    assert knowers(knows, "Bob was now plunged") == {"bob-hale"}
+    assert knowers(knows, "The journey would not end") == {"bob-hale"}  # the reverie goes on
+    assert knowers(knows, "He came to regard") == {"bob-hale"}  # coming to believe is no act
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")

@@ -110,7 +110,10 @@ _COGNITION = (
     r"convinced|persuaded|certain|sure|resolved|determined)|"
     r"had\s+(?:no\s+doubt|hoped|feared|thought|resolved|decided|determined|made\s+up|suspected|believed)|"
     r"did\s+not\s+(?:doubt|know|suspect|believe)|could\s+not\s+(?:help\s+thinking|understand|believe)|"
-    r"began\s+(?:\w+ly\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture)|"
+    r"(?:began|came)\s+(?:\w+ly\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture|"
+    r"worry|fret|doubt|despair|regard|consider|look\s+upon|feel|realise|realize)|"
+    r"was\s+(?:now\s+|quite\s+|wholly\s+|completely\s+)?(?:plunged|lost|absorbed|buried|sunk|deep)\s+in(?:to)?\s+"
+    r"(?:\w+\s+)?(?:reverie|thought|thoughts|meditation|reflection|reflections|musing|musings|calculations?)|"
     r"conjectured|speculated|guessed)"
 )
 _THINKS_AFTER = re.compile(
