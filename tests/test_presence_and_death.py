@@ -373,3 +373,16 @@ Ann opened the window and looked out at the river below.
     assert knowers(knows, "The journey would not end") == {"bob-hale"}  # the reverie goes on
     assert knowers(knows, "He came to regard") == {"bob-hale"}  # coming to believe is no act
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
+
+
+def test_being_puzzled_and_asking_oneself_are_the_thinkers_alone(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together in the railway carriage as the train ran on through the hills.
+
+Bob was fairly puzzled. He asked himself whether the stranger at the station had been following them.
+
+Ann opened the window and looked out at the river below.
+""")
+    assert knowers(knows, "Bob was fairly puzzled") == {"bob-hale"}
+    assert knowers(knows, "He asked himself whether") == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")

@@ -46,7 +46,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v6"
+EVIDENCE_METHOD = "heuristic:evidence-units-v7"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
@@ -317,7 +317,8 @@ def _between(paragraph: Any, quotes: Sequence[tuple[int, int]]) -> list[tuple[in
     return [(edges[i], edges[i + 1]) for i in range(0, len(edges) - 1, 2) if edges[i + 1] > edges[i]]
 
 
-_VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b(?!\s+to\s+(?:him|her)self)")
+_VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b"
+                     r"(?!\s+(?:to\s+)?(?:him|her)self)")
 
 
 def _inner_life(sentence: str, spoken: bool, thinkers: set[str], actors: Sequence[str], last_actor: str | None,
