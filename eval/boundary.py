@@ -116,6 +116,7 @@ class BoundaryScore:
     leaks_by_route: Counter[str] = field(default_factory=Counter)
     grants_by_route: Counter[str] = field(default_factory=Counter)
     moved_grants: int = 0  # grants judged in a passage other than their fact's (accounts retold later)
+    private_leaks: int = 0  # of the leaks, those in passages of private narration (the rest: to someone absent)
 
     @property
     def overall(self) -> CharacterBoundary:
@@ -277,6 +278,7 @@ def score_boundary(rows: Iterable[Mapping[str, Any]], passages: Sequence[Located
             score.grants_by_route[route] += 1
             if character not in judged.knowers:
                 figures.leaks += 1
+                score.private_leaks += judged.private
                 where.leaks += 1
                 where.leaked_to[character] += 1
                 score.leaks_by_route[route] += 1
@@ -320,6 +322,9 @@ def format_boundary(score: BoundaryScore, names: Mapping[str, str], worst: int =
     routes = ", ".join(f"{route}: {score.leaks_by_route[route]:,}/{n:,}"
                        for route, n in score.grants_by_route.most_common())
     lines.append(f"leaks/grants by route: {routes or 'none'}")
+    leaks = score.overall.leaks
+    lines.append(f"leaks in private narration: {score.private_leaks:,}; to someone not present: "
+                 f"{leaks - score.private_leaks:,}")
     lines.append(f"facts scored: {score.facts_scored:,} (outside annotated passages: {score.facts_outside:,}); "
                  f"grants judged in a later passage than their fact's: {score.moved_grants:,}")
     ranked = score.worst_passages(worst)

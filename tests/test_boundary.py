@@ -159,6 +159,17 @@ def test_worst_passages_and_the_report_name_the_passage_and_its_leaks():
     lines = format_boundary(score, {c.slug: c.name for c in book.characters})
     assert any(line.startswith("Cal Day") and "100.0%" in line for line in lines)
     assert any("p2" in line and "Cal Day 2" in line for line in lines)
+    assert "leaks in private narration: 0; to someone not present: 2" in lines
+
+
+def test_leaks_in_private_narration_are_told_apart_from_leaks_to_the_absent():
+    book = tale()
+    rows = [fact(book, "Ann sat alone", [("ann-lee", "direct"), ("bob-roe", "observation")]),
+            fact(book, "spoke", [("cal-day", "observation")])]
+    score = score_book_boundary(book, rows, passages())
+    assert (score.overall.leaks, score.private_leaks) == (2, 1)  # Bob in Ann's private narration; Cal absent
+    lines = format_boundary(score, {c.slug: c.name for c in book.characters})
+    assert "leaks in private narration: 1; to someone not present: 1" in lines
 
 
 def test_annotation_files_concatenate_in_order_and_reject_duplicates(tmp_path: Path):
