@@ -291,15 +291,17 @@ def test_model_describes_patterns_and_a_bad_answer_falls_back_to_the_template(de
     def answer(signature, inputs):
         assert signature is DescribePattern and inputs["character"] == "Ansel Harrow"
         asked.append(inputs["lines"])
-        if inputs["lines"] == asked[0]:  # the first pattern never gets a usable answer
+        if inputs["lines"] == asked[0]:  # the first pattern asked about (calls run at once) never gets a usable answer
             return "garbage"
         return {"description": "Slow, even-voiced authority over the Guild."}
 
     result = build_patterns(demo_book.text, reading.paragraphs, mine, "Ansel Harrow", names, HashEmbedder(),
                             FakeModel(answer).handle())
     assert len(result.patterns) >= 2
-    first, *others = result.patterns
-    assert first.method == "heuristic:pattern-v1" and "never parsed" in first.error
+    fell_back = [p for p in result.patterns if p.method == "heuristic:pattern-v1"]
+    assert len(fell_back) == 1 and "never parsed" in fell_back[0].error
+    first = fell_back[0]
+    others = [p for p in result.patterns if p is not first]
     assert first.description.endswith(".") and first.description != "Slow, even-voiced authority over the Guild."
     assert all(p.method == "model:fake" and p.error is None for p in others)
     assert all(p.description == "Slow, even-voiced authority over the Guild." for p in others)
