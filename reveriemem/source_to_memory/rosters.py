@@ -300,9 +300,10 @@ def scene_evidence(
                 _present(evidence[slug], index, offset)
     if scene_paragraphs:
         scene_end = paragraphs[scene_paragraphs[-1]].end
+        index_of = {paragraphs[i].start: i for i in scene_paragraphs}
         for record in evidence.values():
-            _confirm_address(record, index_of={paragraphs[i].start: i for i in scene_paragraphs})
-        carry_back(evidence, companies, arrived, {paragraphs[i].start: i for i in scene_paragraphs})
+            _confirm_address(record, index_of=index_of)
+        carry_back(evidence, companies, arrived, index_of)
         follow_departures(evidence)
         for offset, stays in alone:  # "Fogg was alone": the others are gone from there
             for slug, record in evidence.items():
