@@ -386,3 +386,21 @@ Ann opened the window and looked out at the river below.
     assert knowers(knows, "Bob was fairly puzzled") == {"bob-hale"}
     assert knowers(knows, "He asked himself whether") == {"bob-hale"}
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
+
+
+def test_a_thought_told_as_a_parenthesis_or_a_counterfactual_is_the_thinkers_alone(tmp_path):
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together in the railway carriage as the train ran on through the hills.
+
+Bob began very seriously to conjecture why the stranger was on the train. He never could have imagined that
+Ann was the one being followed. Bob walked to the end of the carriage.
+Cy, he thought, could only be an agent of Mr. Dunn's old partners.
+
+Ann opened the window and looked out at the river below.
+""")
+    assert knowers(knows, "Bob began very seriously") == {"bob-hale"}  # an intensifier before the adverb
+    assert knowers(knows, "He never could have imagined") == {"bob-hale"}  # what he could not have thought
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob walked to the end")
+    # a parenthetical "he thought"; and the title before a name ends no sentence, so the thought is one unit
+    assert knowers(knows, "Cy, he thought, could only be an agent of Mr. Dunn's old partners.") == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from reveriemem.core.errors import BookInputError
-from reveriemem.core.text import decode_book_bytes, find_body, read_book_file, split_paragraphs
+from reveriemem.core.text import decode_book_bytes, find_body, read_book_file, sentence_runs, split_paragraphs
 
 
 def test_utf8_with_bom_and_crlf_keeps_offsets_into_the_decoded_text():
@@ -46,3 +46,13 @@ def test_gutenberg_header_and_footer_are_stripped():
 
 def test_text_without_gutenberg_framing_is_all_body():
     assert find_body("Just a story.\n") == (0, len("Just a story."))
+
+
+def test_a_title_before_a_name_ends_no_sentence_run():
+    text = ("He was following Mr. Fogg's tracks step by step. What was Dr. Seward's object? He lived at No. 7, "
+            "Saville Row. \"No.\" It cost 3.5 pounds.")
+    runs = [run.group().strip() for run in sentence_runs(text)]
+    assert runs[:4] == ["He was following Mr. Fogg's tracks step by step.", "What was Dr. Seward's object?",
+                        "He lived at No. 7, Saville Row.", "\"No.\""]
+    assert "".join(run.group() for run in sentence_runs(text)) == text  # runs still cover the text, in order
+    assert [run.group() for run in sentence_runs("I wrote to Mr.")] == ["I wrote to Mr."]  # at the end, it ends one

@@ -7,7 +7,7 @@ are, CRLF included), so any span can be cited from the original.
 Sentences are cut in a few ways, each kept because a step depends on it:
 `sentences_of` (a paragraph's sentences; abbreviations like "Mr." do not end
 one), `sentence_spans` (cut only where a stop is followed by space),
-`sentence_runs` (runs of text up to any stop), `split_sentences` (cut where a
+`sentence_runs` (runs of text up to any stop but a title's), `split_sentences` (cut where a
 stop is followed by a capital) and `sentence_around` (the sentence holding a
 span). Words: `tokens` (folded lower-case words, the lexical view of
 evaluation), `FUNCTION_WORDS` (words that carry no content for matching) and
@@ -275,12 +275,49 @@ def sentence_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans
 
 
-def sentence_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[re.Match[str]]:
+@dataclass(frozen=True)
+class Run:
+    """One run of `sentence_runs`: read like a match (`group`, `start`, `end`)."""
+
+    text: str
+    begin: int
+    stop: int
+
+    def group(self) -> str:
+        return self.text[self.begin : self.stop]
+
+    def start(self) -> int:
+        return self.begin
+
+    def end(self) -> int:
+        return self.stop
+
+
+# A title before a name ("Mr. Fogg", "Dr. Seward") or "No." before a number ("No. 7, Saville Row") ends no sentence.
+_TITLE_STOP = re.compile(r"\b(?:(?P<title>Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs)|No)\.$")
+_NAME_NEXT = re.compile(r"\s+[A-Z]")
+_NUMBER_NEXT = re.compile(r"\s+\d")
+
+
+def sentence_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[Run]:
     """Runs of `text[start:end]` up to and including any stop (and closing quotes), or to the end.
 
-    A run keeps the space before it; "3.5" and "Mr." end runs too.
+    A run keeps the space before it; "3.5" ends a run too, but a title before a name does not
+    ("following Mr. Fogg's tracks" is one run, not "following Mr." and "Fogg's tracks"), nor does "No." before a
+    number ("at No. 7, Saville Row").
     """
-    return _SENTENCE_RUN.finditer(text, start, len(text) if end is None else end)
+    end = len(text) if end is None else end
+    opened: int | None = None
+    for match in _SENTENCE_RUN.finditer(text, start, end):
+        begin = match.start() if opened is None else opened
+        title = _TITLE_STOP.search(text, match.start(), match.end()) if match.end() < end else None
+        if title and (_NAME_NEXT if title.group("title") else _NUMBER_NEXT).match(text, match.end(), end):
+            opened = begin
+            continue
+        opened = None
+        yield Run(text, begin, match.end())
+    if opened is not None:
+        yield Run(text, opened, end)
 
 
 def split_sentences(text: str) -> list[str]:

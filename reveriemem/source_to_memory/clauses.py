@@ -111,10 +111,13 @@ _COGNITION = (
     r"convinced|persuaded|certain|sure|resolved|determined)|"
     r"had\s+(?:no\s+doubt|hoped|feared|thought|resolved|decided|determined|made\s+up|suspected|believed)|"
     r"did\s+not\s+(?:doubt|know|suspect|believe)|could\s+not\s+(?:help\s+thinking|understand|believe)|"
-    r"(?:began|came)\s+(?:\w+ly\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture|"
+    r"(?:began|came)\s+(?:(?:very|quite|so|rather|more|most|\w+ly)\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture|"
     r"worry|fret|doubt|despair|regard|consider|look\s+upon|feel|realise|realize)|"
     r"was\s+(?:now\s+|quite\s+|wholly\s+|completely\s+)?(?:plunged|lost|absorbed|buried|sunk|deep)\s+in(?:to)?\s+"
     r"(?:\w+\s+)?(?:reverie|thought|thoughts|meditation|reflection|reflections|musing|musings|calculations?)|"
+    r"(?:never\s+)?(?:could|would|might)\s+(?:not\s+|never\s+)?have\s+(?:imagined|guessed|suspected|known|dreamed|"
+    r"dreamt|foreseen|believed|thought|conceived)|"
+    r"(?:cudgell?ed|racked|puzzled|beat|beaten)\s+(?:his|her)\s+brains?|"
     r"conjectured|speculated|guessed)"
 )
 _THINKS_AFTER = re.compile(
@@ -162,9 +165,18 @@ def thinking_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     return _THINKS_AFTER.match(after) is not None
 
 
+# A thought told parenthetically: "Fix, he thought, could only be an agent of the Reform Club".
+_PARENTHETICAL_THOUGHT = re.compile(
+    r"^[^,.;:!?\"“”]{1,60},\s+(?:he|she)\s+(?:thought|reflected|fancied|supposed|reckoned|imagined|"
+    r"felt\s+sure|was\s+sure|was\s+certain)\s*,")
+
+
 def pronoun_thinks(sentence: str) -> bool:
-    """Does the sentence open with "He"/"She" as the subject of a verb of thinking ("He wondered whether...")?"""
-    return _PRONOUN_THINKS.match(sentence.lstrip()) is not None
+    """Does the sentence tell a thought of "he"/"she": opened with "He"/"She" as the subject of a verb of
+    thinking ("He wondered whether..."), or with the thought as a parenthesis ("Fix, he thought, could only
+    be...")?"""
+    stripped = sentence.lstrip()
+    return _PRONOUN_THINKS.match(stripped) is not None or _PARENTHETICAL_THOUGHT.match(stripped) is not None
 
 
 _PRONOUN_SUBJECT = re.compile(r"(?:^|[.!?;:]\s+|,\s+|\b(?:and|but|then|so)\s+)(?:[Hh]e|[Ss]he|[Tt]hey)\b")
