@@ -134,3 +134,25 @@ def test_a_name_given_in_quotation_marks_is_no_speech_tag_for_the_line_before():
     text = ('Watson came into the room.\n\n"But Mara told me you were ill." It was so funny to hear Mara called '
             '"the lamplighter" by this kindly old man.')
     assert _attribute(text)[0].speaker != "mara"
+
+
+def test_a_narration_paragraph_ending_in_a_tag_introduces_the_next_line():
+    text = ("Holmes rose and crossed to the window, and said very quietly:--\n\n"
+            '"We have not a moment to lose."\n\n'
+            "The fire burned low. Mara set down her lamp and said:--\n\n"
+            '"It was full when I left it."\n\n'
+            "The old landlady came to the door and said:--\n\n"
+            '"There is a man below for you."\n\n'
+            "I stood beside Holmes, and said:--\n\n"
+            '"Then we must go at once."')
+    utterances = _attribute(text, narrator="watson")
+    assert [u.speaker for u in utterances] == ["holmes", "mara", None, "watson"]
+    assert utterances[2].speaker_label == "The old landlady"  # someone who is no focus character: nobody's line
+
+
+def test_an_introduced_he_stands_only_for_the_one_acting_there():
+    text = ("Holmes and Watson drew near the grave. He answered:--\n\n"
+            '"I am closing the tomb."\n\n'
+            "The will left everything to Holmes. When he had told us so much he went on:--\n\n"
+            '"We did our best to prevent it."')
+    assert [u.speaker for u in _attribute(text)] == [None, None]  # two men acting there; Holmes only an object

@@ -32,20 +32,11 @@ from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
 from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
+from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
+from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v6"
+ATTRIBUTION_VERSION = "dialogue-v7"
 
-SPEECH_VERBS = (
-    "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
-    "observed|continued|added|shouted|whispered|muttered|returned|repeated|began|called|roared|"
-    "sighed|laughed|growled|murmured|interrupted|protested|inquired|enquired|demanded|retorted|"
-    "rejoined|responded|responds|explained|declared|suggested|insisted|urged|pleaded|begged|"
-    "groaned|snapped|sneered|stammered|faltered|gasped|yelled|screamed|sobbed|breathed|"
-    "went on|cut in|put in|broke in|struck in|thundered|hissed|bellowed|ventured|resumed|"
-    "concluded|agreed|admitted|confessed|announced|told|warned|wondered|ordered|commanded|"
-    "said,|mused|grumbled|chuckled|smiled|nodded|shrieked|wailed|moaned|whimpered|persisted"
-)
-_VERB = rf"(?:{SPEECH_VERBS})"
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
 _CAPITAL_NAME = r"(?:(?:Mr|Mrs|Miss|Dr|Doctor|Captain|Professor|Lord|Lady|Sir|Madam|Father|Mother|Aunt|Uncle|Colonel|Inspector|Sergeant|Squire)\.?\s+)?[A-Z][a-z'’]+(?:\s+[A-Z][a-z'’]+)?"
@@ -69,7 +60,7 @@ class Utterance:
     text: str
     speaker: str | None  # focus character slug, or None
     speaker_label: str | None  # the name as found, also for non-focus speakers
-    method: str  # tag | pronoun | beat | continuation | alternation | none
+    method: str  # tag | introduced | pronoun | beat | continuation | alternation | reply | none
     addressees: list[str] = field(default_factory=list)  # focus slugs addressed by name
     quote_spans: list[tuple[int, int]] = field(default_factory=list)
     continues: bool = False  # quote left open at the paragraph's end
@@ -145,6 +136,7 @@ def attribute_dialogue(
     named: set[str] = set()  # named in this scene's narration, or speaking: "my companion" may now mean them
     scene: int | None = None
     previous_spoken_of: set[str] = set()  # characters named inside the quotes of the last utterance
+    introduced: tuple[int, Introduction] | None = None  # (paragraph, tag) of a narration ending "he said:--"
     for paragraph in paragraphs:
         spans, still_open = quote_spans(paragraph)
         if scene_of is not None and scene_of.get(paragraph.index) != scene:
@@ -162,6 +154,8 @@ def attribute_dialogue(
             recent.clear()
         if not spans:
             recent.extend(_narrated(text, paragraph, mentions, spans))
+            found = introduction(text, paragraph, mentions)
+            introduced = (paragraph.index, found) if found else None
             if previous is not None and previous.paragraph < paragraph.index - 1:
                 before_previous = None
             open_quote = False
@@ -182,6 +176,12 @@ def attribute_dialogue(
         here = _narrated_at(text, paragraph, mentions, spans)  # the line's own paragraph, told before its tag
         _attribute_by_tag(utterance, text, fragments, spans, mentions, gender, recent,
                           narrator_at.get(paragraph.index), here)
+        if utterance.method == "none" and introduced and introduced[0] == paragraph.index - 1 \
+                and (scene_of is None or scene_of.get(introduced[0]) == scene_of.get(paragraph.index)) \
+                and paragraph.text.startswith(('"', "“")):
+            _attribute_by_introduction(utterance, introduced[1], gender,
+                                       [e for e in recent if e[0] == introduced[0] and e[2]], narrator_at.get(introduced[0]))
+        introduced = None
         if utterance.method == "none" and open_quote and same_scene and previous is not None \
                 and paragraph.text.startswith(('"', "“")):
             _copy_speaker(utterance, previous, "continuation")
@@ -386,6 +386,28 @@ def _attribute_by_beat(
                 return
             utterance.speaker_label, utterance.method = None, "none"
         return
+
+
+def _attribute_by_introduction(utterance: Utterance, found: Introduction, gender: dict[str, str],
+                               recent: list[tuple[int, str, bool]], narrator: str | None) -> None:
+    """Attribute a line from the tag that introduced it; "he" or "she" stands only for one named in the
+    introducing paragraph itself as an acting subject (`recent` holds those alone): a pronoun reaching further
+    back, or to one named only as an object, may be someone who is no focus character ("the poor old man ... he
+    said in a very gentle way:--"; "was left absolutely to Arthur Holmwood. When he had told us so much he went
+    on:--", the solicitor)."""
+    utterance.addressees += [c for c in found.addressed if c not in utterance.addressees]
+    if found.speaker:
+        utterance.speaker, utterance.speaker_label, utterance.method = found.speaker, found.speaker, "introduced"
+    elif found.pronoun:
+        wanted = {"he": "male", "she": "female"}.get(found.pronoun.lower())
+        if wanted and len({slug for _, slug, _ in recent if gender.get(slug) == wanted}) != 1:
+            # "Arthur and Quincey drew near also ... He answered:--": not one of them, and no beat decides it
+            utterance.speaker_label, utterance.method = f"?{found.pronoun.lower()}", "pronoun"
+            return
+        _resolve_pronoun(utterance, found.pronoun, gender, recent, narrator)
+        utterance.method = "introduced" if utterance.speaker else utterance.method
+    elif found.other:
+        utterance.speaker_label, utterance.method = found.other, "introduced"
 
 
 def _name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> bool:

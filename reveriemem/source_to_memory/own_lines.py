@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 
 from reveriemem.core.text import Paragraph, normalise_space
-from reveriemem.source_to_memory.dialogue import SPEECH_VERBS, narration_fragments, quote_spans
+from reveriemem.source_to_memory.dialogue import narration_fragments, quote_spans
+from reveriemem.source_to_memory.speech_tags import SPEECH_VERBS
 
 WORD = re.compile(r"[A-Za-z][A-Za-z'’]+")
 

@@ -1,0 +1,87 @@
+"""Speech tags: the verbs that say a line is spoken, and the tag that closes a narration paragraph to
+introduce the line of the next ("The Count's eyes gleamed, and he said:--"). Dialogue attribution
+(`reveriemem.source_to_memory.dialogue`) and a character's own lines (`own_lines`) read them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reveriemem.core.text import Paragraph
+from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.mentions import Mention
+
+SPEECH_VERBS = (
+    "said|says|say|asked|asks|cried|cries|replied|replies|answered|answers|exclaimed|remarked|"
+    "observed|continued|added|shouted|whispered|muttered|returned|repeated|began|called|roared|"
+    "sighed|laughed|growled|murmured|interrupted|protested|inquired|enquired|demanded|retorted|"
+    "rejoined|responded|responds|explained|declared|suggested|insisted|urged|pleaded|begged|"
+    "groaned|snapped|sneered|stammered|faltered|gasped|yelled|screamed|sobbed|breathed|"
+    "went on|cut in|put in|broke in|struck in|thundered|hissed|bellowed|ventured|resumed|"
+    "concluded|agreed|admitted|confessed|announced|told|warned|wondered|ordered|commanded|"
+    "said,|mused|grumbled|chuckled|smiled|nodded|shrieked|wailed|moaned|whimpered|persisted"
+)
+SPEECH_VERB = rf"(?:{SPEECH_VERBS})"
+
+
+# A narration paragraph that ends by introducing the line of the next ("The Count's eyes gleamed, and he said:--",
+# "She greeted us warmly and said:--", "so I asked him:--"): the tag's subject speaks the next paragraph's
+# first quotation.
+_INTRODUCES = re.compile(r":\s*(?:--|—|–)?\s*$")
+_PERSON_NOUN = (r"(?:old\s+|young\s+)?(?:man|woman|lady|girl|boy|lad|stranger|captain|squire|doctor|officer|sailor|"
+                r"landlord|landlady|driver|servant|gentleman|fellow|judge|clerk|conductor|guard|keeper|attendant|"
+                r"nurse|porter|waiter|master|mistress|mother|father|aunt|uncle|coachman|professor|count)")
+_SUBJECT_BEFORE = re.compile(r"\b(He|he|She|she|I)\s+(?:\w+ly\s+|then\s+|again\s+|at\s+once\s+|also\s+)*$")
+_OTHER_BEFORE = re.compile(rf"\b[Tt]he\s+{_PERSON_NOUN}\s+(?:\w+ly\s+|then\s+|again\s+)*$")
+_COORDINATED = re.compile(r"(?:,\s*)?\band\s+(?:\w+ly\s+|then\s+)*$")
+_CLAUSE_OPENER = re.compile(r"^\s*(?:(?:And|But|So|Then|Now|Presently|Here|At\s+last|At\s+once|After\s+a\s+\w+)\s*,?\s+)?")
+
+
+@dataclass(frozen=True)
+class Introduction:
+    """Who a narration paragraph's closing tag names as the next line's speaker."""
+
+    speaker: str | None = None  # a focus character named as the tag's subject
+    pronoun: str | None = None  # he / she / I, resolved when the line comes
+    other: str | None = None  # someone who is no focus character ("the old lady said:")
+    addressed: tuple[str, ...] = ()  # named after the verb ("he said to Van Helsing:--"): spoken to
+
+
+def introduction(text: str, paragraph: Paragraph, mentions: Sequence[Mention]) -> Introduction | None:
+    """The speaker a narration paragraph introduces for the next one, when its last sentence is a speech tag
+    ending in a colon ("...and he said:--"), or None. The subject is read next to the verb ("he said very
+    brusquely:--", "Van Helsing said:--"), or, for a verb joined to an earlier one ("She greeted us warmly and
+    said:--"), at the start of the sentence."""
+    body = text[paragraph.start : paragraph.end].rstrip()
+    if not _INTRODUCES.search(body):
+        return None
+    opens = [m.end() for m in re.finditer(r"[.!?;]\s+(?=[A-Z\"“])", body)]
+    start = paragraph.start + (opens[-1] if opens else 0)
+    sentence = text[start : paragraph.start + len(body)]
+    verbs = list(re.finditer(rf"\b{SPEECH_VERB}\b", sentence))
+    if not verbs:
+        return None
+    before = sentence[: verbs[-1].start()]
+    named = [m for m in mentions if start <= m.start < start + len(before)]
+    to = tuple(m.character for m in mentions if start + verbs[-1].end() <= m.start < start + len(sentence))
+    gap = text[named[-1].end : start + len(before)] if named else ""
+    if named and len(gap.split()) <= 2 and not re.search(r",|\band\b", gap):  # not "I stood beside X, and said"
+        return Introduction(speaker=named[-1].character, addressed=to)
+    if (pronoun := _SUBJECT_BEFORE.search(before)) is not None:
+        return Introduction(pronoun=pronoun.group(1), addressed=to)
+    if (other := _OTHER_BEFORE.search(before)) is not None:
+        return Introduction(other=other.group(0).strip(), addressed=to)
+    if _COORDINATED.search(before) is None:
+        return None
+    lead = _CLAUSE_OPENER.match(sentence)
+    at = start + (lead.end() if lead else 0)
+    first = next((m for m in named if m.start == at), None)
+    if first is not None and is_action_subject(text, first, at):
+        return Introduction(speaker=first.character, addressed=to)
+    rest = text[at : start + len(before)]
+    if (pronoun := re.match(r"(He|She|I)\s+(?:\w+ly\s+)?[a-z]+", rest)) is not None:
+        return Introduction(pronoun=pronoun.group(1), addressed=to)
+    if (other := re.match(rf"[Tt]he\s+{_PERSON_NOUN}\b", rest)) is not None:
+        return Introduction(other=other.group(0), addressed=to)
+    return None
