@@ -156,3 +156,13 @@ def test_an_introduced_he_stands_only_for_the_one_acting_there():
             "The will left everything to Holmes. When he had told us so much he went on:--\n\n"
             '"We did our best to prevent it."')
     assert [u.speaker for u in _attribute(text)] == [None, None]  # two men acting there; Holmes only an object
+
+
+def test_an_introduced_line_joined_to_an_earlier_verb_is_the_last_clause_subjects():
+    text = ("When I went to the door, Mara caught my arm and held me back, and whispered, so low it was:--\n\n"
+            '"Do not go without the lamp."\n\n'
+            "Holmes rose and led me in, saying huskily:--\n\n"
+            '"You loved her too, old fellow."\n\n'
+            "Mara spoke in those sweet tones that Holmes said were like music:--\n\n"
+            '"Come to us."')
+    assert [u.speaker for u in _attribute(text, narrator="watson")] == ["mara", "holmes", "mara"]

@@ -35,7 +35,7 @@ from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v7"
+ATTRIBUTION_VERSION = "dialogue-v8"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -179,8 +179,8 @@ def attribute_dialogue(
         if utterance.method == "none" and introduced and introduced[0] == paragraph.index - 1 \
                 and (scene_of is None or scene_of.get(introduced[0]) == scene_of.get(paragraph.index)) \
                 and paragraph.text.startswith(('"', "“")):
-            _attribute_by_introduction(utterance, introduced[1], gender,
-                                       [e for e in recent if e[0] == introduced[0] and e[2]], narrator_at.get(introduced[0]))
+            acting = [e for e in recent if e[0] == introduced[0] and e[2]]  # who acts in the introducing paragraph
+            _attribute_by_introduction(utterance, introduced[1], gender, acting, narrator_at.get(introduced[0]))
         introduced = None
         if utterance.method == "none" and open_quote and same_scene and previous is not None \
                 and paragraph.text.startswith(('"', "“")):
@@ -400,10 +400,12 @@ def _attribute_by_introduction(utterance: Utterance, found: Introduction, gender
         utterance.speaker, utterance.speaker_label, utterance.method = found.speaker, found.speaker, "introduced"
     elif found.pronoun:
         wanted = {"he": "male", "she": "female"}.get(found.pronoun.lower())
-        if wanted and len({slug for _, slug, _ in recent if gender.get(slug) == wanted}) != 1:
+        if wanted and len({slug for _, slug, _ in recent if gender.get(slug) == wanted}) > 1:
             # "Arthur and Quincey drew near also ... He answered:--": not one of them, and no beat decides it
             utterance.speaker_label, utterance.method = f"?{found.pronoun.lower()}", "pronoun"
             return
+        if wanted and not recent:
+            return  # nobody acting there: the line's own paragraph or the lines before may tell
         _resolve_pronoun(utterance, found.pronoun, gender, recent, narrator)
         utterance.method = "introduced" if utterance.speaker else utterance.method
     elif found.other:

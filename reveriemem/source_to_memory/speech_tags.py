@@ -35,7 +35,13 @@ _PERSON_NOUN = (r"(?:old\s+|young\s+)?(?:man|woman|lady|girl|boy|lad|stranger|ca
 _SUBJECT_BEFORE = re.compile(r"\b(He|he|She|she|I)\s+(?:\w+ly\s+|then\s+|again\s+|at\s+once\s+|also\s+)*$")
 _OTHER_BEFORE = re.compile(rf"\b[Tt]he\s+{_PERSON_NOUN}\s+(?:\w+ly\s+|then\s+|again\s+)*$")
 _COORDINATED = re.compile(r"(?:,\s*)?\band\s+(?:\w+ly\s+|then\s+)*$")
-_CLAUSE_OPENER = re.compile(r"^\s*(?:(?:And|But|So|Then|Now|Presently|Here|At\s+last|At\s+once|After\s+a\s+\w+)\s*,?\s+)?")
+# The verbs an introducing tag may end on: the speech verbs, "spoke", and a participle joined to the clause
+# ("led me in, saying huskily:--", "paused a few seconds before replying:--"), whose subject is the clause's.
+_INTRODUCING_VERB = re.compile(rf"\b(?:{SPEECH_VERB}|spoke|(?P<participle>saying|replying|answering|adding|crying|"
+                               r"whispering|muttering|murmuring|exclaiming|asking|continuing))\b")
+_CLAUSE_SUBJECT = re.compile(rf"(?:^|[,;]\s+|\b(?:and|but|when|as|then|so|while)\s+)(?P<subject>He|She|I|he|she|"
+                             rf"[Tt]he\s+{_PERSON_NOUN})\s+(?:\w+ly\s+)?(?:had\s+)?[a-z]{{2,}}\b")
+_REPORTED = re.compile(r"\b(?:that|who|which|whom)\s+(?:\w+\s+){1,2}$")
 
 
 @dataclass(frozen=True)
@@ -52,36 +58,42 @@ def introduction(text: str, paragraph: Paragraph, mentions: Sequence[Mention]) -
     """The speaker a narration paragraph introduces for the next one, when its last sentence is a speech tag
     ending in a colon ("...and he said:--"), or None. The subject is read next to the verb ("he said very
     brusquely:--", "Van Helsing said:--"), or, for a verb joined to an earlier one ("She greeted us warmly and
-    said:--"), at the start of the sentence."""
+    said:--", "led me in, saying huskily:--"), in the last clause opened by a subject. (A paragraph with a
+    quotation of its own is left alone: its closing tag may be its own line's.)"""
     body = text[paragraph.start : paragraph.end].rstrip()
     if not _INTRODUCES.search(body):
         return None
     opens = [m.end() for m in re.finditer(r"[.!?;]\s+(?=[A-Z\"“])", body)]
     start = paragraph.start + (opens[-1] if opens else 0)
     sentence = text[start : paragraph.start + len(body)]
-    verbs = list(re.finditer(rf"\b{SPEECH_VERB}\b", sentence))
+    if re.search(r"[\"“”]", sentence):
+        return None
+    verbs = [v for v in _INTRODUCING_VERB.finditer(sentence)
+             if not _REPORTED.search(sentence, 0, v.start())]  # not "tones that Jonathan said were sweet"
     if not verbs:
         return None
     before = sentence[: verbs[-1].start()]
+    joined = verbs[-1].group("participle") is not None
     named = [m for m in mentions if start <= m.start < start + len(before)]
     to = tuple(m.character for m in mentions if start + verbs[-1].end() <= m.start < start + len(sentence))
     gap = text[named[-1].end : start + len(before)] if named else ""
-    if named and len(gap.split()) <= 2 and not re.search(r",|\band\b", gap):  # not "I stood beside X, and said"
+    if not joined and named and len(gap.split()) <= 2 and not re.search(r",|\band\b", gap):  # not "beside X, and said"
         return Introduction(speaker=named[-1].character, addressed=to)
-    if (pronoun := _SUBJECT_BEFORE.search(before)) is not None:
+    if not joined and (pronoun := _SUBJECT_BEFORE.search(before)) is not None:
         return Introduction(pronoun=pronoun.group(1), addressed=to)
-    if (other := _OTHER_BEFORE.search(before)) is not None:
+    if not joined and (other := _OTHER_BEFORE.search(before)) is not None:
         return Introduction(other=other.group(0).strip(), addressed=to)
-    if _COORDINATED.search(before) is None:
+    if not joined and _COORDINATED.search(before) is None:
         return None
-    lead = _CLAUSE_OPENER.match(sentence)
-    at = start + (lead.end() if lead else 0)
-    first = next((m for m in named if m.start == at), None)
-    if first is not None and is_action_subject(text, first, at):
-        return Introduction(speaker=first.character, addressed=to)
-    rest = text[at : start + len(before)]
-    if (pronoun := re.match(r"(He|She|I)\s+(?:\w+ly\s+)?[a-z]+", rest)) is not None:
-        return Introduction(pronoun=pronoun.group(1), addressed=to)
-    if (other := re.match(rf"[Tt]he\s+{_PERSON_NOUN}\b", rest)) is not None:
-        return Introduction(other=other.group(0), addressed=to)
-    return None
+    # the subject of the verbs joined: the last clause opened by a subject ("When I moved to the fire, she caught
+    # me and held me back, and whispered:--" is hers)
+    subjects = [(start + m.start("subject"), m.group("subject")) for m in _CLAUSE_SUBJECT.finditer(before)]
+    subjects += [(m.start, m.character) for m in named if is_action_subject(text, m, start)]
+    if not subjects:
+        return None
+    _, subject = max(subjects)
+    if subject in ("He", "he", "She", "she", "I"):
+        return Introduction(pronoun=subject, addressed=to)
+    if subject.lower().startswith("the "):
+        return Introduction(other=subject, addressed=to)
+    return Introduction(speaker=subject, addressed=to)
