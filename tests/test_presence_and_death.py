@@ -404,3 +404,19 @@ Ann opened the window and looked out at the river below.
     # a parenthetical "he thought"; and the title before a name ends no sentence, so the thought is one unit
     assert knowers(knows, "Cy, he thought, could only be an agent of Mr. Dunn's old partners.") == {"bob-hale"}
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
+
+
+def test_the_narrators_own_pondering_and_resolving_reach_only_the_narrator(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+Bob came in one morning while I sat at breakfast, and he laughed at my newspaper.
+
+I pondered over our short conversation, however, and tried to draw my deductions from it. I enumerated in my
+own mind all the points on which he was well informed. I even took a pencil and jotted them down.
+
+Bob rang for more coffee and opened the window.
+""", cast)
+    assert knowers(knows, "I pondered over") == {"ann-moss"}
+    assert knowers(knows, "I enumerated in my") == {"ann-moss"}
+    assert "bob-hale" in knowers(knows, "I even took a pencil")  # an act: seen by whoever is there
+    assert "bob-hale" in knowers(knows, "Bob rang for more coffee")

@@ -101,7 +101,7 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
 # Inner life: a verb of thinking, feeling or intending whose subject is the character ("Fix thought",
 # "Passepartout, however, wondered", "he was planning", "she said to herself"). Perception by the
 # others present needs the thought to be voiced, so the narration of it is private to the thinker.
-_COGNITION = (
+COGNITION = (
     r"(?:thought|reflected|wondered|mused|pondered|meditated|supposed|believed|suspected|imagined|fancied|"
     r"reckoned|calculated|resolved|determined|decided|concluded|hoped|feared|doubted|knew|longed|"
     r"felt\s+(?:that|sure|certain|convinced|as\s+if|no\s+doubt)|made\s+up\s+(?:his|her)\s+mind|"
@@ -122,7 +122,7 @@ _COGNITION = (
 )
 _THINKS_AFTER = re.compile(
     rf"^(?:,[^,.;:!?\"]{{1,30}},)?(?:\s+(?:\w+ly|also|still|now|then|too|again|at\s+once|at\s+last|no\s+longer))*"
-    rf"\s+{_COGNITION}\b"
+    rf"\s+{COGNITION}\b"
 )
 # The thinker's mind as subject: "Fix's hopes", "the detective's thoughts".
 _MIND_AFTER = re.compile(

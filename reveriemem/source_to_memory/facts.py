@@ -23,6 +23,7 @@ import polars as pl
 from reveriemem.core.registry import Book
 from reveriemem.core.text import Paragraph, sentence_around, sentence_runs, split_paragraphs
 from reveriemem.source_to_memory.clauses import (
+    COGNITION,
     is_action_subject,
     pronoun_acts,
     pronoun_thinks,
@@ -46,11 +47,12 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v8"
+EVIDENCE_METHOD = "heuristic:evidence-units-v9"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
     r"feel|felt|fear(?:ed)?|hope[d]?|doubt(?:ed)?)\b"
+    rf"|\bI\s+(?:(?:\w+ly|also|still|now|then|even)\s+)*{COGNITION}\b|\bin\s+my\s+own\s+mind\b"
 )
 _LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",
                        re.IGNORECASE)
