@@ -135,12 +135,13 @@ _PRONOUN_THINKS = re.compile(
 
 # Someone who is not a focus character, acting at a clause start: "the captain turned", "Captain Smollett
 # said", "Gray fired". Only nouns of persons count after "the" ("the door opened" is nobody).
-_PERSON_NOUN = (
-    r"(?:captain|squire|man|woman|girl|boy|lad|stranger|officer|sailor|seaman|coxswain|landlord|landlady|"
-    r"cabman|inspector|constable|servant|gentleman|lady|fellow|prisoner|judge|consul|clerk|conductor|"
-    r"engineer|guide|driver|purser|pilot|mate|boatswain|waiter|porter|widow|colonel|sergeant|priest|"
-    r"minister|schoolmaster|teacher|visitor|mother|father|aunt|uncle|farmer|hunter|elder|youth|child)"
+PERSON_NOUNS = (
+    "captain|squire|man|woman|girl|boy|lad|stranger|officer|sailor|seaman|coxswain|landlord|landlady|"
+    "cabman|inspector|constable|servant|gentleman|lady|fellow|prisoner|judge|consul|clerk|conductor|"
+    "engineer|guide|driver|purser|pilot|mate|boatswain|waiter|porter|widow|colonel|sergeant|priest|"
+    "minister|schoolmaster|teacher|visitor|mother|father|aunt|uncle|farmer|hunter|elder|youth|child"
 )
+_PERSON_NOUN = rf"(?:{PERSON_NOUNS})"
 _TITLED = r"(?:Mr|Mrs|Miss|Dr|Captain|Professor|Lord|Lady|Sir|Madam|Aunt|Uncle|Colonel|Inspector|Sergeant|Squire)"
 _OTHER_PERSON_ACTS = re.compile(
     rf"(?:^|(?<=[.!?;:])\s+|\b(?:and|but|then|while|as|when)\s+|,\s+)(?:the\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|"

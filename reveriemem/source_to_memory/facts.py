@@ -50,8 +50,7 @@ from reveriemem.source_to_memory.visibility import (
 EVIDENCE_METHOD = "heuristic:evidence-units-v9"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
-    r"\bI\s+(?:think|thought|know|knew|wonder(?:ed)?|remember(?:ed)?|pray(?:ed)?|believe[d]?|suppose[d]?|"
-    r"feel|felt|fear(?:ed)?|hope[d]?|doubt(?:ed)?)\b"
+    r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
     rf"|\bI\s+(?:(?:\w+ly|also|still|now|then|even)\s+)*{COGNITION}\b|\bin\s+my\s+own\s+mind\b"
 )
 _LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import is_action_subject
+from reveriemem.source_to_memory.clauses import PERSON_NOUNS, is_action_subject
 from reveriemem.source_to_memory.mentions import Mention
 
 SPEECH_VERBS = (
@@ -29,9 +29,9 @@ SPEECH_VERB = rf"(?:{SPEECH_VERBS})"
 # "She greeted us warmly and said:--", "so I asked him:--"): the tag's subject speaks the next paragraph's
 # first quotation.
 _INTRODUCES = re.compile(r":\s*(?:--|—|–)?\s*$")
-_PERSON_NOUN = (r"(?:old\s+|young\s+)?(?:man|woman|lady|girl|boy|lad|stranger|captain|squire|doctor|officer|sailor|"
-                r"landlord|landlady|driver|servant|gentleman|fellow|judge|clerk|conductor|guard|keeper|attendant|"
-                r"nurse|porter|waiter|master|mistress|mother|father|aunt|uncle|coachman|professor|count)")
+# The nouns of persons the clauses know, and a few more who speak up in a tag ("The old keeper said:--").
+_PERSON_NOUN = (rf"(?:old\s+|young\s+)?(?:{PERSON_NOUNS}|doctor|guard|keeper|attendant|nurse|master|mistress|"
+                r"coachman|professor|count)")
 _SUBJECT_BEFORE = re.compile(r"\b(He|he|She|she|I)\s+(?:\w+ly\s+|then\s+|again\s+|at\s+once\s+|also\s+)*$")
 _OTHER_BEFORE = re.compile(rf"\b[Tt]he\s+{_PERSON_NOUN}\s+(?:\w+ly\s+|then\s+|again\s+)*$")
 _COORDINATED = re.compile(r"(?:,\s*)?\band\s+(?:\w+ly\s+|then\s+)*$")
