@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.098, 0.816),  # 9.3% / 82.2% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.035, 0.936),  # 3.0% / 94.1% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.046, 0.900),  # 4.1% / 90.5% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.069, 0.665),  # 6.4% / 67.0% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.069, 0.685),  # 6.4% / 69.1% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"

@@ -166,3 +166,39 @@ def test_an_introduced_line_joined_to_an_earlier_verb_is_the_last_clause_subject
             "Mara spoke in those sweet tones that Holmes said were like music:--\n\n"
             '"Come to us."')
     assert [u.speaker for u in _attribute(text, narrator="watson")] == ["mara", "holmes", "mara"]
+
+
+def test_one_spoken_to_after_the_verb_and_a_comma_is_no_speaker():
+    text = ('Holmes raised his glass. "To your health," I cried, Mara dear, as the old man clasped my hand.\n\n'
+            '"My turn," said Mara.')
+    utterances = _attribute(text, narrator="watson")
+    assert [u.speaker for u in utterances] == ["watson", "mara"]
+
+
+LETTER = ('_Letter, Mara Quell to Dr. Watson._\n\n'
+          '"_12 May._\n\n'
+          '"My dear Doctor,--\n\n'
+          '"Holmes came to tea, and he looked so grave that I knew something was wrong. He took my hand and '
+          'said:--\n\n'
+          '"\'Miss Quell, I ain\'t the man to frighten you, but the lamp was lit by someone else.\' He would '
+          'say no more, and Mara\'s tea went cold.\n\n'
+          '"Ever your friend,\n\n'
+          '"MARA."\n\n'
+          'Watson laid the letter down. "She writes well," said he.')
+
+
+def test_a_letter_quoted_whole_is_its_writers_narration_and_its_speech_is_in_single_quotes():
+    paragraphs = split_paragraphs(LETTER)
+    assert [p.document for p in paragraphs] == [False, True, True, True, True, True, True, False]
+    utterances = _attribute(LETTER)
+    lines = [(u.speaker, u.text[:14]) for u in utterances]
+    # the letter's narration is no line of anyone's; Holmes's words in it are his, by the tag before them
+    assert lines == [("holmes", "'Miss Quell, I"), ("watson", "She writes wel")]
+    # the apostrophes in "ain't" and "Mara's" neither open nor close a line
+    assert [LETTER[a:b] for a, b in utterances[0].quote_spans] == [
+        "'Miss Quell, I ain't the man to frighten you, but the lamp was lit by someone else.'"]
+
+
+def test_a_dateline_in_italics_at_a_line_that_closes_its_quote_opens_no_document():
+    text = '"_Your_ saying so don\'t make it so."\n\n"_Theirs_--"\n\n"For _theirs_, then."'
+    assert not any(p.document for p in split_paragraphs(text))

@@ -60,6 +60,7 @@ class Paragraph:
     start: int
     end: int
     text: str
+    document: bool = False  # inside a document quoted whole: its opening quotation mark is the document's
 
     @property
     def words(self) -> int:
@@ -206,7 +207,37 @@ def _append_paragraph(out: list[Paragraph], text: str, start: int, end: int) -> 
     lead = len(block) - len(block.lstrip())
     real_start = start + lead
     real_end = real_start + len(stripped)
-    out.append(Paragraph(index=len(out), start=real_start, end=real_end, text=stripped))
+    out.append(Paragraph(index=len(out), start=real_start, end=real_end, text=stripped,
+                         document=real_start in quoted_documents(text)))
+
+
+# A document quoted whole (a letter or a telegram copied into a journal) opens with a quotation mark before its
+# dateline in italics ('"_24 May_.'); each of its paragraphs opens with a quotation mark left open, and only
+# its last paragraph closes it ('"LUCY."'). What is said inside it is in single quotes.
+_QUOTED_DATELINE = re.compile(r'["“]_[^_\n]{1,80}_[.,]?(?:\s*$|--)')
+
+
+@lru_cache(maxsize=4)
+def quoted_documents(text: str) -> frozenset[int]:
+    """Start offsets of the paragraphs of every document quoted whole in `text` (see `_QUOTED_DATELINE`):
+    from a paragraph opened by a quoted dateline, on through each next paragraph that opens with a
+    quotation mark while the one before left its own open."""
+    starts: set[int] = set()
+    inside = False
+    cursor = 0
+    for match in [*_PARAGRAPH_BREAK_RE.finditer(text), None]:
+        stop = match.start() if match else len(text)
+        block = text[cursor:stop].strip()
+        start = cursor + len(text[cursor:stop]) - len(text[cursor:stop].lstrip())
+        cursor = match.end() if match else len(text)
+        if not block:
+            continue
+        left_open = (block.count('"') + block.count("“") - block.count("”")) % 2 == 1
+        inside = block[0] in '"“' and (inside or (left_open and _QUOTED_DATELINE.match(block) is not None))
+        if inside:
+            starts.add(start)
+            inside = left_open  # the next paragraph goes on with the document only if this one left it open
+    return frozenset(starts)
 
 
 def normalise_space(text: str) -> str:

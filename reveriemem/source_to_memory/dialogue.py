@@ -35,7 +35,7 @@ from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v9"
+ATTRIBUTION_VERSION = "dialogue-v10"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -76,8 +76,12 @@ _NAMES_A_TERM = re.compile(
 def quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
     """Spans of double-quoted speech (straight or curly), absolute offsets.
 
-    Returns the spans and whether a quote is still open at the paragraph end.
+    Returns the spans and whether a quote is still open at the paragraph end. In a document quoted
+    whole (`Paragraph.document`) the double quotation marks are the document's, and speech is in
+    single quotes.
     """
+    if paragraph.document:
+        return _single_quote_spans(paragraph)
     text = paragraph.text
     spans: list[tuple[int, int]] = []
     opening: int | None = None
@@ -94,6 +98,27 @@ def quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
     if opening is not None:
         spans.append((paragraph.start + opening, paragraph.end))
     return spans, still_open
+
+
+# In a document quoted whole, a single quote opens speech at the start, after a space, a dash or the
+# document's mark, before a letter; it closes after a stop or a dash, before a space or the end. An apostrophe
+# inside a word ("ain't", "Morris's") or after one ("goodness' sake") does neither.
+_SINGLE_OPENS = re.compile(r"(?:(?<=^)|(?<=[\s\"“(-]))['‘](?=[A-Za-z])")
+_SINGLE_CLOSES = re.compile(r"(?<=[.,!?;:-])['’](?=\s|$|[\"”])")
+
+
+def _single_quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bool]:
+    text = paragraph.text
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while (opening := _SINGLE_OPENS.search(text, at)) is not None:
+        closing = _SINGLE_CLOSES.search(text, opening.end())
+        if closing is None:
+            spans.append((paragraph.start + opening.start(), paragraph.end))
+            return spans, True
+        spans.append((paragraph.start + opening.start(), paragraph.start + closing.end()))
+        at = closing.end()
+    return spans, False
 
 
 def in_spans(position: int, spans: Sequence[tuple[int, int]]) -> bool:
@@ -311,7 +336,8 @@ def _attribute_by_tag(
         if local:
             nearest = min(local, key=lambda m: abs(m.start - (ca + verb.start())))
             gap = text[min(nearest.end, ca + verb.start()) : max(nearest.start, ca + verb.end())]
-            if len(gap.split()) <= 3:
+            addressed = nearest.start >= ca + verb.end() and "," in gap  # "I cried, Lucy dear": spoken to
+            if len(gap.split()) <= 3 and not addressed:
                 utterance.speaker, utterance.speaker_label, utterance.method = (
                     nearest.character, nearest.character, "tag")
                 return
