@@ -420,3 +420,23 @@ Bob rang for more coffee and opened the window.
     assert knowers(knows, "I enumerated in my") == {"ann-moss"}
     assert "bob-hale" in knowers(knows, "I even took a pencil")  # an act: seen by whoever is there
     assert "bob-hale" in knowers(knows, "Bob rang for more coffee")
+
+
+def test_after_a_change_of_time_inside_a_scene_who_is_there_must_show_again(tmp_path):
+    book, roster, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen.
+
+"The mare is lame again," said Bob.
+
+Three days later the frost broke over the town.
+
+The harbour filled with boats from the north, and the market was loud with fish.
+
+Bob mended the torn net in the yard behind the house.
+""")
+    # one offline scene: the cue is too close to the chapter's start to cut it, but it is a checkpoint
+    assert roster["bob-hale"].status() == "present_active"
+    assert "bob-hale" in knowers(knows, '"The mare is lame')
+    assert "bob-hale" not in knowers(knows, "The harbour filled") and "ann-moss" not in knowers(
+        knows, "The harbour filled")
+    assert "bob-hale" in knowers(knows, "Bob mended the torn net")

@@ -31,6 +31,7 @@ from reveriemem.source_to_memory.scenes import (
 HEURISTIC_METHOD = f"heuristic:{SEGMENTER_VERSION}"
 ROSTER_METHOD = f"heuristic:{ROSTER_VERSION}+{ATTRIBUTION_VERSION}+{MATCHER_VERSION}"
 MAX_SCENE_WORDS = 6000
+SHIFT_BOUNDARIES = ("break", "cue", "time", "place")
 
 
 class BookReading:
@@ -120,9 +121,17 @@ class BookReading:
         names = {alias.lower(): c.slug for c in self.book.characters for alias in (c.name, *c.aliases)}
         return [
             scene_evidence(self.book.text, self.paragraphs, s.paragraphs, self.mentions_by_paragraph,
-                           by_paragraph, self.narrator_at, slugs, deaths=self.deaths, genders=genders, names=names)
+                           by_paragraph, self.narrator_at, slugs, deaths=self.deaths, genders=genders, names=names,
+                           checkpoints=[self.paragraphs[p].start for p in s.paragraphs[1:] if p in self.shifts])
             for s in scenes
         ]
+
+    @cached_property
+    def shifts(self) -> set[int]:
+        """Indices of the paragraphs where the text marks a change of time or place (a candidate scene
+        boundary read from the text: a transition cue, a break, a time shift, an arrival or a departure;
+        not a cut for length). Inside a scene they are the rosters' checkpoints."""
+        return {c.first for c in self.candidates if c.boundary in SHIFT_BOUNDARIES}
 
 
 _PLACE_WORDS = (

@@ -31,6 +31,12 @@ A company acting as one ("We went gravely into what was to be done", "the
 whole party dined") holds whoever acts next in the same paragraph with no
 narrated arrival: present from the company's act, not only from their own.
 
+Where the text marks a change of time or place inside a scene (a transition
+cue, a break, a time shift, an arrival or a departure that the offline
+segmenter reads but, the spans being short, does not make a scene boundary),
+presence closes for everyone, as at a scene's start: a companion who travels
+on silently is withheld until the text shows them again.
+
 When the story follows a character out of a place (a narrated departure,
 then that character's evidence before anyone else's), the narration is
 where they are: the others' presence closes at the departure and reopens
@@ -58,7 +64,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v23"
+ROSTER_VERSION = "roster-v24"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -178,11 +184,15 @@ def scene_evidence(
     deaths: Mapping[str, int] | None = None,
     genders: Mapping[str, str] | None = None,
     names: Mapping[str, str] | None = None,
+    checkpoints: Sequence[int] = (),
 ) -> dict[str, RosterEvidence]:
     """Gather roster evidence for every focus character over one scene's paragraphs, with presence spans.
 
     `genders` (slug -> gender) lets "he"/"she" stand for the last named actor in a departure or
     "was alone"; `names` (lowercased alias -> slug) names the companion of "alone with".
+    `checkpoints` are the offsets inside the scene where the text marks a change of time or place
+    ("The next morning", "* * *", "Three days later", "When we reached Benares"): everyone's
+    presence closes there and opens again at their own next evidence, as at a scene's start.
     """
     evidence = {slug: RosterEvidence() for slug in character_slugs}
     genders = genders or {}
@@ -309,6 +319,9 @@ def scene_evidence(
             for slug, record in evidence.items():
                 if slug not in stays:
                     record.events.append((offset, CLOSES))
+        for offset in checkpoints:  # a change of time or place: who is there must show again
+            for record in evidence.values():
+                record.events.append((offset, CLOSES))
         for slug, record in evidence.items():
             death = (deaths or {}).get(slug)
             record.spans = presence_spans(record.events, scene_start, scene_end, death)
