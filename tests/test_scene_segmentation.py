@@ -102,6 +102,18 @@ def test_scenes_split_where_the_party_travels_or_time_moves_on():
     assert heuristic_boundaries(short) == [True, False]
 
 
+@pytest.mark.parametrize("opening, cue", [
+    ("Eleven days later, on the 3rd of December, the steamer entered the bay.", "Eleven days later"),
+    ("On the ninth day after leaving Yokohama, the ship had crossed half the globe.", "On the ninth day"),
+    ("It happened also, on the 23rd of November, that the servant made a discovery.", "on the 23rd of November"),
+    ("He had said, on the ninth of the month, that he would come.", ""),  # a time told inside the story
+])
+def test_a_count_of_days_an_ordinal_day_or_a_date_opens_a_candidate_span(opening, cue):
+    paragraphs = split_paragraphs("\n\n".join(["CHAPTER I.", _words(80), opening + " " + _words(80)]))
+    spans = candidate_spans(paragraphs)
+    assert [s.cue for s in spans[1:]] == ([cue] if cue else [])
+
+
 @pytest.mark.parametrize("opening, location", [
     ("We met next day and inspected the rooms at No. 221B, Baker Street.", "Baker Street"),
     ("He would never kneel in His presence again.", ""),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v3"
+SEGMENTER_VERSION = "scenes-v4"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -37,16 +37,21 @@ _TITLE_SMALL_WORDS = {
 }
 _BREAK_RE = re.compile(r"^[*#~_=•·\-\s]+$")
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+# A count of days or an ordinal ("Eleven days later", "On the ninth day after leaving Yokohama").
+_COUNT = r"(?:One|Two|Three|Four|Five|Six|Seven|Eight|Nine|Ten|Eleven|Twelve|Fifteen|Twenty|Thirty|\d{1,3})"
+_ORDINAL = (r"second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|fifteenth|twentieth|"
+            r"\d{1,2}(?:st|nd|rd|th)")
 _CUE_RE = re.compile(
     r"^[_\W]*(?:"
     r"(?:The\s+)?(?:next|following)\s+(?:morning|day|evening|night|afternoon|week)"
     r"|(?:That|This)\s+(?:same\s+)?(?:evening|night|afternoon|morning)"
     r"|Later(?:\s+on|\s+that|\s+in|[.,:])"
-    r"|(?:An|One|A\s+few|A\s+couple\s+of|Two|Three|Some|Several|Many|Half\s+an)\s+(?:hour|hours|day|days|week|weeks|month|months|minutes|years)\s+(?:later|afterwards|after)"
+    rf"|(?:An|A\s+few|A\s+couple\s+of|{_COUNT}|Some|Several|Many|Half\s+an)\s+(?:hour|hours|day|days|week|weeks|month|months|minutes|years)\s+(?:later|afterwards|after)"
     r"|Meanwhile|In\s+the\s+meantime|Early\s+(?:the\s+next|next|on\s+the\s+following)"
     r"|At\s+(?:dawn|daybreak|noon|midnight|nightfall|sunrise|sunset)"
     r"|When\s+(?:at\s+last\s+)?(?:I|we|he|she|they)\s+(?:reached|arrived|returned|got\s+back|came\s+back|awoke|woke)"
-    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:{_MONTHS})\b|(?:{_MONTHS})\s+\d{{1,2}}\b"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b|(?:{_MONTHS})\s+\d{{1,2}}\b"
+    rf"|On\s+the\s+(?:{_ORDINAL})\s+(?:day|morning|evening|night)\b"
     r")",
 )
 
@@ -60,11 +65,12 @@ _VEHICLE = r"(?:cab|hansom|carriage|train|boat|brougham|four-wheeler|coach|gig|t
 _TIME_SHIFT_RE = re.compile(
     r"\b(?:(?:the\s+)?(?:next|following)\s+(?:morning|day|evening|night|afternoon)"
     r"|(?:that|this)\s+(?:same\s+)?(?:evening|night|afternoon)"
-    r"|(?:an?|one|two|three|four|five|six|seven|some|several|few|half\s+an|many)\s+(?:hours?|days?|weeks?|months?|years?)"
+    rf"|(?:an?|{_COUNT}|some|several|few|half\s+an|many)\s+(?:hours?|days?|weeks?|months?|years?)"
     r"\s+(?:later|afterwards?|after|had\s+(?:passed|elapsed|gone\s+by))"
     r"|on\s+the\s+(?:morning|evening|day|night|afternoon)\s+(?:which|that)\s+followed"
     r"|on\s+the\s+(?:very|same|following|next)\s+(?:day|morning|evening|night|afternoon)"
-    r"|it\s+was\s+(?:\w+\s+){0,3}o[’']clock\s+when)\b",
+    r"|it\s+was\s+(?:\w+\s+){0,3}o[’']clock\s+when"
+    rf"|on\s+the\s+(?:{_ORDINAL})\s+(?:day|morning|evening|night)\b|on\s+the\s+\d{{1,2}}(?:st|nd|rd|th)\s+of\s+(?:{_MONTHS}))\b",
     re.IGNORECASE,
 )
 _ARRIVAL_RE = re.compile(
