@@ -64,7 +64,7 @@ _PARTY = r"(?:we|I|they|he|she|[A-Z][a-z]+(?:\s+and\s+(?:his|her|[A-Z][a-z]+)(?:
 _VEHICLE = r"(?:cab|hansom|carriage|train|boat|brougham|four-wheeler|coach|gig|trap|wagon|skiff|canoe|steamer|sledge)"
 _TIME_SHIFT_RE = re.compile(
     r"\b(?:(?:the\s+)?(?:next|following)\s+(?:morning|day|evening|night|afternoon)"
-    r"|(?:that|this)\s+(?:same\s+)?(?:evening|night|afternoon)"
+    r"|(?:that|this)\s+(?:same\s+)?(?:evening|night|afternoon)|(?:on\s+)?(?:that|this)\s+(?:very|same)\s+(?:day|morning)"
     rf"|(?:an?|{_COUNT}|some|several|few|half\s+an|many)\s+(?:hours?|days?|weeks?|months?|years?)"
     r"\s+(?:later|afterwards?|after|had\s+(?:passed|elapsed|gone\s+by))"
     r"|on\s+the\s+(?:morning|evening|day|night|afternoon)\s+(?:which|that)\s+followed"
