@@ -107,6 +107,8 @@ def test_scenes_split_where_the_party_travels_or_time_moves_on():
     ("On the ninth day after leaving Yokohama, the ship had crossed half the globe.", "On the ninth day"),
     ("It happened also, on the 23rd of November, that the servant made a discovery.", "on the 23rd of November"),
     ("On that very day, however, he met the servant face to face on the deck.", "On that very day"),
+    ("When the three men had gone out to their tasks, the doctor asked for the diaries.",
+     "When the three men had gone"),
     ("He had said, on the ninth of the month, that he would come.", ""),  # a time told inside the story
 ])
 def test_a_count_of_days_an_ordinal_day_or_a_date_opens_a_candidate_span(opening, cue):

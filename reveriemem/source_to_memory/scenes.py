@@ -50,6 +50,8 @@ _CUE_RE = re.compile(
     r"|Meanwhile|In\s+the\s+meantime|Early\s+(?:the\s+next|next|on\s+the\s+following)"
     r"|At\s+(?:dawn|daybreak|noon|midnight|nightfall|sunrise|sunset)"
     r"|When\s+(?:at\s+last\s+)?(?:I|we|he|she|they)\s+(?:reached|arrived|returned|got\s+back|came\s+back|awoke|woke)"
+    # a departure told as the time of what follows ("When the three men had gone out to their tasks")
+    r"|(?:When|After|As\s+soon\s+as)\s+(?:[\w.-]+\s+){1,4}?(?:had|have|has)\s+(?:gone|left|departed|retired|withdrawn)\b"
     rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_MONTHS})\b|(?:{_MONTHS})\s+\d{{1,2}}\b"
     rf"|On\s+the\s+(?:{_ORDINAL})\s+(?:day|morning|evening|night)\b"
     r")",
