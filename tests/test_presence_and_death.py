@@ -440,18 +440,3 @@ Bob mended the torn net in the yard behind the house.
     assert "bob-hale" not in knowers(knows, "The harbour filled") and "ann-moss" not in knowers(
         knows, "The harbour filled")
     assert "bob-hale" in knowers(knows, "Bob mended the torn net")
-
-
-def test_an_absence_told_of_a_character_ends_their_presence(tmp_path):
-    _, roster, knows = build(tmp_path, """
-Ann and Bob sat together on the deck of the schooner, watching the lights of the town.
-
-"We sail at dawn," said Bob.
-
-When the boat came alongside at daybreak, Cy was on deck alone. Bob was gone. He had taken a sack of coin.
-
-Ann had escaped unharmed, and she counted what was left in the hold.
-""")
-    assert "bob-hale" in knowers(knows, '"We sail at dawn')
-    assert "bob-hale" not in knowers(knows, "He had taken a sack of coin")
-    assert "ann-moss" in knowers(knows, "Ann had escaped unharmed")  # she came through: no absence

@@ -71,17 +71,11 @@ def _after_fronted_adverbial(before: str) -> bool:
     return bool(fronted.group(1)) or _GERUND_OPENS.match(fronted.group(0)) is None
 
 
-def opens_clause(text: str, mention: Mention, fragment_start: int) -> bool:
-    """Does the mention open a clause of narration (perhaps after a fronted adverbial)?"""
-    before = text[max(fragment_start, mention.start - 60) : mention.start]
-    return mention.start == fragment_start or _CLAUSE_START.search(before) is not None or \
-        _after_fronted_adverbial(before)
-
-
 def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     """True when the mention opens a clause (perhaps after a fronted adverbial) and is followed by a narrated verb."""
     before = text[max(fragment_start, mention.start - 60) : mention.start]
-    at_clause_start = opens_clause(text, mention, fragment_start)
+    at_clause_start = (mention.start == fragment_start or _CLAUSE_START.search(before) is not None
+                       or _after_fronted_adverbial(before))
     after = text[mention.end : mention.end + 60]
     if _BODY_PART.match(after):
         return _UNREAL.search(before) is None

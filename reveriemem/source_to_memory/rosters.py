@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import is_action_subject, opens_clause, thinking_subject
+from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subject
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -64,7 +64,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v25"
+ROSTER_VERSION = "roster-v24"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -110,10 +110,6 @@ _THEN_ACTS = re.compile(r",?\s+(?:\w+ly\s+)?(?:[a-z]{3,}ed|went|came|rode|sat|st
 # my travels with Mina", "if I could walk with Lucy").
 _UNREAL = re.compile(r"\b(?:will|shall|would|should|could|may|might|must|cannot|if|unless|hope|wish|longed|"
                      r"want(?:ed)?\s+to)\b[^.;:!?]*$", re.IGNORECASE)
-# An absence told of the subject: "Silver was gone", "the Count had vanished", "Renfield was missing" (not
-# "Aouda had escaped unharmed": she came through, and is there).
-_GONE = re.compile(r"\s+(?:was|were|had)\s+(?:already\s+|quite\s+|clean\s+|long\s+)?(?:gone|fled|vanished|"
-                   r"disappeared|missing|escaped(?!\s+(?:unharmed|unhurt|uninjured|injury|death|with|without|notice)))\b")
 _DOOR_OPENS = re.compile(r"\bdoor\b[^.!?]{0,40}?\b(?:opened|banged|burst|flew|swung)\b")
 _POSSESSED = re.compile(r"(?:'s|’s)\b")
 # Named with the first-person narrator as one company ("we three--Arthur, Quincey Morris, and myself--called",
@@ -253,9 +249,6 @@ def scene_evidence(
             sentence = sentence_around(text, mention.start, mention.end, paragraph.start, paragraph.end)
             if _asked(text, sentence, spans):
                 continue  # "Would it not be better to wait until Mr. Fogg reached London?": wondered, not told
-            if _GONE.match(text, mention.end) and opens_clause(text, mention, fragment_start):
-                record.events.append((sentence[0], CLOSES))  # "Silver was gone": absent from here on
-                continue
             # right after someone leaves (this sentence or the one before): going with them, or staying behind
             left = next((at for at in reversed(left_at) if at == sentence[1] or 0 <= sentence[0] - at <= 3), None)
             gone = next((at for at in reversed(left_at) if at <= sentence[1]), None)  # earlier in the paragraph
