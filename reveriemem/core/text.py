@@ -189,26 +189,23 @@ def find_body(text: str) -> tuple[int, int]:
 
 def split_paragraphs(text: str, start: int = 0, end: int | None = None) -> list[Paragraph]:
     """Paragraphs of `text[start:end]`: blocks separated by blank lines."""
+    documents = quoted_documents(text)
+    return [Paragraph(index=i, start=a, end=b, text=block, document=a in documents)
+            for i, (a, b, block) in enumerate(_blocks(text, start, end))]
+
+
+def _blocks(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
+    """(start, end, stripped text) of each non-blank block of `text[start:end]` between blank lines."""
     end = len(text) if end is None else end
-    paragraphs: list[Paragraph] = []
     cursor = start
-    for match in _PARAGRAPH_BREAK_RE.finditer(text, start, end):
-        _append_paragraph(paragraphs, text, cursor, match.start())
-        cursor = match.end()
-    _append_paragraph(paragraphs, text, cursor, end)
-    return paragraphs
-
-
-def _append_paragraph(out: list[Paragraph], text: str, start: int, end: int) -> None:
-    block = text[start:end]
-    stripped = block.strip()
-    if not stripped:
-        return
-    lead = len(block) - len(block.lstrip())
-    real_start = start + lead
-    real_end = real_start + len(stripped)
-    out.append(Paragraph(index=len(out), start=real_start, end=real_end, text=stripped,
-                         document=real_start in quoted_documents(text)))
+    for stop, following in [*((m.start(), m.end()) for m in _PARAGRAPH_BREAK_RE.finditer(text, start, end)),
+                            (end, end)]:
+        block = text[cursor:stop]
+        stripped = block.strip()
+        if stripped:
+            real_start = cursor + len(block) - len(block.lstrip())
+            yield real_start, real_start + len(stripped), stripped
+        cursor = following
 
 
 # A document quoted whole (a letter or a telegram copied into a journal) opens with a quotation mark before its
@@ -224,14 +221,7 @@ def quoted_documents(text: str) -> frozenset[int]:
     quotation mark while the one before left its own open."""
     starts: set[int] = set()
     inside = False
-    cursor = 0
-    for match in [*_PARAGRAPH_BREAK_RE.finditer(text), None]:
-        stop = match.start() if match else len(text)
-        block = text[cursor:stop].strip()
-        start = cursor + len(text[cursor:stop]) - len(text[cursor:stop].lstrip())
-        cursor = match.end() if match else len(text)
-        if not block:
-            continue
+    for start, _, block in _blocks(text):
         left_open = (block.count('"') + block.count("“") - block.count("”")) % 2 == 1
         inside = block[0] in '"“' and (inside or (left_open and _QUOTED_DATELINE.match(block) is not None))
         if inside:

@@ -18,6 +18,7 @@ from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, 
 from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_bounds, scene_evidence
 from reveriemem.source_to_memory.scenes import (
     SEGMENTER_VERSION,
+    SHIFT_BOUNDARIES,
     Span,
     candidate_spans,
     heading_flags,
@@ -31,7 +32,6 @@ from reveriemem.source_to_memory.scenes import (
 HEURISTIC_METHOD = f"heuristic:{SEGMENTER_VERSION}"
 ROSTER_METHOD = f"heuristic:{ROSTER_VERSION}+{ATTRIBUTION_VERSION}+{MATCHER_VERSION}"
 MAX_SCENE_WORDS = 6000
-SHIFT_BOUNDARIES = ("break", "cue", "time", "place")
 
 
 class BookReading:

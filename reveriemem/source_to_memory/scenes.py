@@ -129,6 +129,9 @@ class Heading:
 
 # Boundaries no merge crosses: the book's start, a chapter, another writer's document.
 HARD_BOUNDARIES = ("start", "chapter", "document")
+# Boundaries read from the text as a change of time or place (not a cut for length): inside a scene they
+# are the rosters' presence checkpoints.
+SHIFT_BOUNDARIES = ("break", "cue", "time", "place")
 
 
 @dataclass
