@@ -150,6 +150,18 @@ def test_a_narration_paragraph_ending_in_a_tag_introduces_the_next_line():
     assert utterances[2].speaker_label == "The old landlady"  # someone who is no focus character: nobody's line
 
 
+def test_a_closing_tag_ending_in_a_colon_introduces_the_next_line_not_its_own():
+    # Dracula, Mina's journal: her question about Jonathan, and Van Helsing's interruption
+    text = ('"And your husband, is he well?" I saw an opening to speak of Watson, so I said:--\n\n'
+            '"He was almost recovered." He interrupted:--\n\n'
+            '"Oh, yes, I know, I know."')
+    utterances = _attribute(text, characters=(HOLMES, WATSON, MARA), narrator="mara")
+    # the second line is the narrator's (introduced by "so I said:--"); "He interrupted:--" is the third line's
+    # tag, not a beat naming the second line's speaker, so nothing makes that line Watson's
+    assert utterances[1].speaker == "mara"
+    assert "watson" not in {u.speaker for u in utterances}
+
+
 def test_an_introduced_he_stands_only_for_the_one_acting_there():
     text = ("Holmes and Watson drew near the grave. He answered:--\n\n"
             '"I am closing the tomb."\n\n'

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
@@ -35,7 +35,7 @@ from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v10"
+ATTRIBUTION_VERSION = "dialogue-v11"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -233,6 +233,10 @@ def attribute_dialogue(
             utterance.addressees = [s for s in utterance.addressees
                                     if s not in previous_spoken_of or s in previous.addressees]
         previous_spoken_of = {m.character for m in mentions if in_spans(m.start, spans)}
+        if spans[-1][1] < paragraph.end and not still_open:  # a closing tag ending "...he said:--": the next line's
+            tail = replace(paragraph, start=spans[-1][1], text=text[spans[-1][1]:paragraph.end])
+            found = introduction(text, tail, [m for m in mentions if m.start >= spans[-1][1]])
+            introduced = (paragraph.index, found) if found else None
         recent.extend(_narrated(text, paragraph, mentions, spans))
         if utterance.speaker:
             named.add(utterance.speaker)
@@ -385,6 +389,9 @@ def _resolve_pronoun(
     utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
 
 
+_INTRODUCING_END = re.compile(r":\s*(?:--|\u2014)?\s*$")
+
+
 def _attribute_by_beat(
     utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention],
     gender: dict[str, str], recent: list[tuple[int, str, bool]], narrator: str | None,
@@ -394,8 +401,8 @@ def _attribute_by_beat(
     did not waver.", "She did not sit down."): its subject is the speaker."""
     for a, b in fragments:
         lead = text[a:b]
-        if not re.search(r"[A-Za-z]{2,}", lead):
-            continue
+        if not re.search(r"[A-Za-z]{2,}", lead) or (b > utterance.end and _INTRODUCING_END.search(lead)):
+            continue  # no words, or a closing tag that introduces the next paragraph's line ("He interrupted:--")
         offset = len(lead) - len(lead.lstrip(" \t\r\n"))
         first = next((m for m in mentions if a <= m.start < b), None)
         if first is not None and is_action_subject(text, first, a + offset):
