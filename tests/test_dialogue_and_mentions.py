@@ -162,6 +162,17 @@ def test_a_closing_tag_ending_in_a_colon_introduces_the_next_line_not_its_own():
     assert "watson" not in {u.speaker for u in utterances}
 
 
+def test_he_is_nobody_known_when_a_man_who_is_no_focus_character_was_told_of_since():
+    # Dracula, Jonathan at the lodging-house: Seward is named only as one he saw that morning
+    text = ("I only saw Watson for a moment, and told him where I was off to. When I asked the man who came "
+            'to the door for the deputy, he shook his head. "What are you?" I asked.\n\n'
+            '"I\'m the depity," he answered.\n\n'
+            'Holmes ordered the driver to wait. "We may as well learn all there is," he remarked.')
+    utterances = _attribute(text, narrator="mara")
+    assert utterances[1].speaker is None  # "he" may be the man at the door, not Watson
+    assert utterances[2].speaker == "holmes"  # the one acting, not the driver he spoke to
+
+
 def test_an_introduced_he_stands_only_for_the_one_acting_there():
     text = ("Holmes and Watson drew near the grave. He answered:--\n\n"
             '"I am closing the tomb."\n\n'

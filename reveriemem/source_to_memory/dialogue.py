@@ -30,12 +30,12 @@ from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects
+from reveriemem.source_to_memory.clauses import PERSON_NOUNS, is_action_subject, other_subjects
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v11"
+ATTRIBUTION_VERSION = "dialogue-v12"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -270,7 +270,23 @@ def _narrated_at(
     for a, b in narration_fragments(paragraph, spans):
         out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
                 if not any(s <= at <= e for s, e in named)]
+        out += [(m.start(), (paragraph.index, _SOMEONE + _noun_gender(m.group(1)), False))
+                for m in _PERSON_NAMED.finditer(text, a, b) if not any(s <= m.start(1) < e for s, e in named)]
     return sorted(out, key=lambda pair: pair[0])
+
+
+# A person who is no focus character, told of in narration by a common noun ("the man who came to the door"),
+# as an entry of the narration history: slug _SOMEONE plus the noun's gender ("male", "female", "" unknown).
+_SOMEONE = "~"
+_PERSON_NAMED = re.compile(rf"(?<![Nn]ot\s)\b(?:[Tt]he|[Aa]n?|[Tt]his|[Tt]hat|[Aa]nother)\s+(?:(?:old|young|little|poor)\s+)?"
+                           rf"({PERSON_NOUNS})\b(?!['’]?s\b)")
+_FEMALE_NOUNS = frozenset(["woman", "girl", "lady", "landlady", "widow", "mother", "aunt"])
+_EITHER_NOUNS = frozenset(["stranger", "servant", "prisoner", "visitor", "youth", "child", "elder", "teacher", "guide", "clerk"])
+
+
+def _noun_gender(noun: str) -> str:
+    noun = noun.lower()
+    return "female" if noun in _FEMALE_NOUNS else "" if noun in _EITHER_NOUNS else "male"
 
 
 def _acting_before(here: Sequence[tuple[int, tuple[int, str, bool]]], offset: int) -> list[tuple[int, str, bool]]:
@@ -366,7 +382,10 @@ def _resolve_pronoun(
     in the narration of this or the two paragraphs before, if any: in the
     latest paragraph naming one, the acting subject ("Osric laid the book
     before the Guildmaster" makes "he" Osric), else the last named. Whom the
-    line addresses by name is not its speaker."""
+    line addresses by name is not its speaker. Nobody is chosen when another
+    person acted since, or, for one only named there (not acting), when a
+    person of that gender who is no focus character was told of since ("I
+    asked the man who came to the door")."""
     if pronoun == "I":
         utterance.speaker, utterance.speaker_label, utterance.method = narrator, narrator or "I", "tag"
         return
@@ -381,7 +400,9 @@ def _resolve_pronoun(
         chosen = next((c for c in reversed(in_latest) if c[2]), in_latest[-1])
         history = [entry for entry in recent[-12:] if entry[0] >= window]
         since = max(i for i, entry in enumerate(history) if entry == chosen) + 1
-        if any(slug == "" for _, slug, _ in history[since:]):  # someone else acted since: "he" may be them
+        if any(slug == "" or (not chosen[2] and slug in (_SOMEONE, _SOMEONE + wanted)) for _, slug, _ in history[since:]):
+            # someone else acted, or a person of that gender was told of, since ("I asked the man who came to the
+            # door ... 'I'm the depity,' he answered"): "he" may be them
             utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
             return
         utterance.speaker, utterance.speaker_label, utterance.method = chosen[1], chosen[1], "pronoun"
