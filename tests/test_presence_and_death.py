@@ -150,6 +150,28 @@ I met an old friend at the corner of the street, and we walked along together to
     assert roster["bob-hale"].utterances == 0
 
 
+def test_a_relational_descriptor_is_no_longer_one_left_behind(tmp_path):
+    # A Study in Scarlet, Part I ch. I: Watson and Stamford leave Holmes at his chemicals; "my companion" is
+    # Stamford again on the walk to the hotel
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    story = """
+Bob looked up from his bench in the laboratory and shook hands with me and my old friend.
+
+"Call for me here at noon to-morrow," said Bob.
+
+We left him working among his chemicals, and we walked together towards my hotel.
+
+My companion smiled an enigmatical smile as we crossed the street by the old church.
+
+"That is just his little peculiarity," he said, and we parted at the corner.
+"""
+    book, roster, knows = build(tmp_path, story, cast)
+    assert "bob-hale" in knowers(knows, "Bob looked up")
+    walk = book.text.index("My companion smiled")
+    assert all(end <= walk for _, end in roster["bob-hale"].spans)  # not present on the walk
+    assert "bob-hale" not in knowers(knows, '"That is just his little peculiarity')  # the friend's line
+
+
 def test_having_been_somewhere_once_is_no_presence_in_the_scene(tmp_path):
     _, roster, knows = build(tmp_path, """
 The farm prospered, and the girl grew up tall and fair among the wheat fields of the valley.

@@ -150,6 +150,25 @@ _OTHER_PERSON_ACTS = re.compile(
 )
 
 
+# A person told of by a common noun after a determiner ("the man who came to the door", "an old sailor"; not
+# "not a man stirred"), and the noun's gender where it tells one.
+_PERSON_TOLD = re.compile(rf"(?<![Nn]ot\s)\b(?:[Tt]he|[Aa]n?|[Tt]his|[Tt]hat|[Aa]nother)\s+(?:(?:old|young|little|poor)\s+)?"
+                          rf"({PERSON_NOUNS})\b(?!['’]?s\b)")
+_FEMALE_NOUNS = frozenset(["woman", "girl", "lady", "landlady", "widow", "mother", "aunt"])
+_EITHER_NOUNS = frozenset(["stranger", "servant", "prisoner", "visitor", "youth", "child", "elder", "teacher", "guide",
+                           "clerk"])
+
+
+def persons_told(text: str, start: int, end: int) -> list[tuple[int, str]]:
+    """(offset of the noun, "male" / "female" / "" unknown) for each person told of by a common noun in
+    text[start:end]."""
+    out = []
+    for match in _PERSON_TOLD.finditer(text, start, end):
+        noun = match.group(1).lower()
+        out.append((match.start(1), "female" if noun in _FEMALE_NOUNS else "" if noun in _EITHER_NOUNS else "male"))
+    return out
+
+
 def other_subjects(text: str, start: int, end: int) -> list[int]:
     """Offsets in text[start:end] where a person who is not named as a focus character acts at a clause start."""
     return [m.end() for m in _OTHER_PERSON_ACTS.finditer(text, start, end)]

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import PERSON_NOUNS, is_action_subject, other_subjects
+from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects, persons_told
 from reveriemem.source_to_memory.mentions import Mention, is_relational
+from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v12"
+ATTRIBUTION_VERSION = "dialogue-v13"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -179,6 +180,8 @@ def attribute_dialogue(
             recent.clear()
         if not spans:
             recent.extend(_narrated(text, paragraph, mentions, spans))
+            if company_leaves(text, [(paragraph.start, paragraph.end)]):
+                named = set()
             found = introduction(text, paragraph, mentions)
             introduced = (paragraph.index, found) if found else None
             if previous is not None and previous.paragraph < paragraph.index - 1:
@@ -240,6 +243,8 @@ def attribute_dialogue(
         recent.extend(_narrated(text, paragraph, mentions, spans))
         if utterance.speaker:
             named.add(utterance.speaker)
+        if company_leaves(text, fragments):  # "We left him working": "my companion" is no longer known to be him
+            named = set()
         utterances.append(utterance)
         before_previous = previous if same_scene else None
         previous = utterance
@@ -270,23 +275,14 @@ def _narrated_at(
     for a, b in narration_fragments(paragraph, spans):
         out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
                 if not any(s <= at <= e for s, e in named)]
-        out += [(m.start(), (paragraph.index, _SOMEONE + _noun_gender(m.group(1)), False))
-                for m in _PERSON_NAMED.finditer(text, a, b) if not any(s <= m.start(1) < e for s, e in named)]
+        out += [(at, (paragraph.index, _SOMEONE + gender, False)) for at, gender in persons_told(text, a, b)
+                if not any(s <= at < e for s, e in named)]
     return sorted(out, key=lambda pair: pair[0])
 
 
-# A person who is no focus character, told of in narration by a common noun ("the man who came to the door"),
-# as an entry of the narration history: slug _SOMEONE plus the noun's gender ("male", "female", "" unknown).
+# A person who is no focus character told of by a common noun, as an entry of the narration history: slug
+# _SOMEONE plus the noun's gender ("male", "female", "" unknown).
 _SOMEONE = "~"
-_PERSON_NAMED = re.compile(rf"(?<![Nn]ot\s)\b(?:[Tt]he|[Aa]n?|[Tt]his|[Tt]hat|[Aa]nother)\s+(?:(?:old|young|little|poor)\s+)?"
-                           rf"({PERSON_NOUNS})\b(?!['’]?s\b)")
-_FEMALE_NOUNS = frozenset(["woman", "girl", "lady", "landlady", "widow", "mother", "aunt"])
-_EITHER_NOUNS = frozenset(["stranger", "servant", "prisoner", "visitor", "youth", "child", "elder", "teacher", "guide", "clerk"])
-
-
-def _noun_gender(noun: str) -> str:
-    noun = noun.lower()
-    return "female" if noun in _FEMALE_NOUNS else "" if noun in _EITHER_NOUNS else "male"
 
 
 def _acting_before(here: Sequence[tuple[int, tuple[int, str, bool]]], offset: int) -> list[tuple[int, str, bool]]:

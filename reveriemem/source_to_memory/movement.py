@@ -226,9 +226,21 @@ _NARRATOR_ARRIVES = re.compile(
 )
 
 
+# The narrator's company leaving someone where they are ("We left him working among his chemicals, and we walked
+# together towards my hotel"): the narration goes with the narrator, and the one left behind stays there.
+_WE_LEAVE = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+)We\s+(?:\w+ly\s+)?left\s+(?:him|her|[A-Z][a-z]+)\b"
+                       r"(?!\s+(?:to\s+(?:him|her)self|alone\s+with))")
+
+
+def company_leaves(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]:
+    """Sentence ends where the narrator's company leaves someone behind ("We left him"), in narration."""
+    return [_sentence_end(text, m.end(), b) for a, b in fragments for m in _WE_LEAVE.finditer(text, a, b)]
+
+
 def narrator_moves(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]:
-    """Sentence ends where a first-person narrator ("I") leaves a place or arrives at one, in narration."""
-    out = []
+    """Sentence ends where a first-person narrator ("I") leaves a place or arrives at one, or the narrator's
+    company leaves someone behind, in narration."""
+    out = company_leaves(text, fragments)
     for a, b in fragments:
         for match in _I_OPENS.finditer(text, a, b):
             end = _sentence_end(text, match.end(), b)

@@ -56,6 +56,7 @@ from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subj
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
+    company_leaves,
     departs,
     goes_along,
     narrator_moves,
@@ -64,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v24"
+ROSTER_VERSION = "roster-v25"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -229,6 +230,8 @@ def scene_evidence(
                 named.add(narrator)
                 for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
                     alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
+                if company_leaves(text, narration_fragments(paragraph, spans)):
+                    named = {narrator}  # "We left him": "my companion" is no longer known to be him
         inset = is_inset(text, paragraph)  # a letter or log read in the scene: what it tells is not seen there
         if not inset:
             for a, b in narration_fragments(paragraph, spans):
