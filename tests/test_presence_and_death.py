@@ -172,6 +172,19 @@ My companion smiled an enigmatical smile as we crossed the street by the old chu
     assert "bob-hale" not in knowers(knows, '"That is just his little peculiarity')  # the friend's line
 
 
+def test_as_for_turns_the_narration_to_one_characters_thread(tmp_path):
+    # Around the World, ch. IX: Fogg plays whist in the saloon; "As for Passepartout" is elsewhere on the steamer
+    _, roster, knows = build(tmp_path, """
+Ann played whist by the hour together in the saloon, and Bob watched the cards over her shoulder.
+
+As for Cy, he took his meals in the forward cabin, and he found the obliging stranger on deck the next day.
+
+Cy asked the stranger his name, and the stranger laughed and told him.
+""")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann played whist")
+    assert not {"ann-moss", "bob-hale"} & knowers(knows, "Cy asked the stranger")
+
+
 def test_having_been_somewhere_once_is_no_presence_in_the_scene(tmp_path):
     _, roster, knows = build(tmp_path, """
 The farm prospered, and the girl grew up tall and fair among the wheat fields of the valley.

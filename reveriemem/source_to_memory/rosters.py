@@ -65,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v25"
+ROSTER_VERSION = "roster-v26"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -137,6 +137,10 @@ _COMPANY_ACTS = re.compile(
     r"(?:(?:went|came|sat|stood|set|got|took|made|found|saw|heard|left|reached|arrived|entered|walked|drove|rode|"
     r"ate|dined|breakfasted|supped|waited|watched|listened|met|kept|held|ran|hurried|passed|followed|gathered|"
     r"assembled|talked|spoke|began|turned|looked|returned|started|stopped|crossed|climbed)\b|[a-z]{3,}ed\b)")
+
+# A paragraph turning the narration to one character's thread: "As for Fix,", "As to Passepartout,". ("Meanwhile
+# Mr. Fogg" was read the same way and changed nothing.)
+_TURNS_TO = re.compile(r"\s*As\s+(?:for|to|regards)\s+")
 
 # Kinds of presence event: evidence that opens presence, a departure that closes it.
 OPENS, CLOSES = "opens", "closes"
@@ -303,6 +307,13 @@ def scene_evidence(
             if slug in evidence:
                 evidence[slug].departure_paragraph = index
                 evidence[slug].events.append((offset, CLOSES))
+        turned = _TURNS_TO.match(text, paragraph.start, paragraph.end) if not spans or spans[0][0] > paragraph.start \
+            else None
+        first = next((m for m in mentions_by_paragraph.get(index, []) if turned and m.start == turned.end()), None)
+        if first is not None and first.character in evidence and not inset:
+            # "As for Passepartout, he, too, had escaped sea-sickness": the narration turns to their thread, so
+            # the others are there again only at their own next evidence (Passepartout only at his own)
+            alone.append((paragraph.start, frozenset([first.character])))
         for offset, stays, state in solitudes(text, fragments, actors, genders, names or {}):
             if state:  # "He was alone": what whoever came or acted just before finds on coming in
                 since = paragraphs[max(index - 1, scene_paragraphs[0])].start
