@@ -185,6 +185,19 @@ Cy asked the stranger his name, and the stranger laughed and told him.
     assert not {"ann-moss", "bob-hale"} & knowers(knows, "Cy asked the stranger")
 
 
+def test_a_narrators_question_what_was_x_doing_turns_to_xs_thread(tmp_path):
+    # Around the World, ch. XVI: "What was detective Fix ... doing all this while?" while Fogg and Aouda sail on
+    _, roster, knows = build(tmp_path, """
+Ann and Bob sat on the deck of the steamer and watched the islands go by in the long afternoon.
+
+What was Cy, so unluckily drawn on from port to port, doing all this while? He had managed to come aboard unseen.
+
+He hoped to keep his presence hidden until the end of the voyage, whatever it cost him.
+""")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann and Bob sat")
+    assert not {"ann-moss", "bob-hale"} & knowers(knows, "He had managed to come aboard")
+
+
 def test_having_been_somewhere_once_is_no_presence_in_the_scene(tmp_path):
     _, roster, knows = build(tmp_path, """
 The farm prospered, and the girl grew up tall and fair among the wheat fields of the valley.

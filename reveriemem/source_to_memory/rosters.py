@@ -65,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v26"
+ROSTER_VERSION = "roster-v27"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -138,9 +138,11 @@ _COMPANY_ACTS = re.compile(
     r"ate|dined|breakfasted|supped|waited|watched|listened|met|kept|held|ran|hurried|passed|followed|gathered|"
     r"assembled|talked|spoke|began|turned|looked|returned|started|stopped|crossed|climbed)\b|[a-z]{3,}ed\b)")
 
-# A paragraph turning the narration to one character's thread: "As for Fix,", "As to Passepartout,". ("Meanwhile
-# Mr. Fogg" was read the same way and changed nothing.)
-_TURNS_TO = re.compile(r"\s*As\s+(?:for|to|regards)\s+")
+# A paragraph turning the narration to one character's thread: "As for Fix,", "As to Passepartout,", "What was
+# detective Fix, so unluckily drawn on from country to country, doing all this while?". ("Meanwhile Mr. Fogg"
+# was read the same way and changed nothing.)
+_TURNS_TO = re.compile(r"\s*(?:As\s+(?:for|to|regards)\s+|What\s+(?:was|were|had)\s+(?:the\s+)?(?:[a-z]+\s+)?(?=[A-Z]\w*"
+                       r"[^.?!]{0,80}\s+(?:been\s+)?doing\b))")
 
 # Kinds of presence event: evidence that opens presence, a departure that closes it.
 OPENS, CLOSES = "opens", "closes"
