@@ -288,6 +288,20 @@ Bob thought it a poor trick, but told Ann so at once.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob thought it a poor trick")  # voiced
 
 
+def test_a_thought_tagged_verb_first_and_carried_into_the_next_paragraph_is_the_thinkers(tmp_path):
+    # Around the World, ch. XXX: Fix at Fort Kearney station, Aouda beside him
+    _, _, knows = build(tmp_path, """
+Ann and Bob waited together on the platform of the little station while the snow fell.
+
+"He will never come back, and I am nothing but a fool!" So reasoned Bob, while the hours crept by all too slowly. He did not know what to do with himself.
+
+He felt a sort of insurmountable longing to abandon the whole game at once.
+""")
+    assert knowers(knows, "So reasoned Bob") == {"bob-hale"}
+    assert knowers(knows, "He did not know what to do") == {"bob-hale"}
+    assert knowers(knows, "He felt a sort of insurmountable longing") == {"bob-hale"}  # a new paragraph, still his
+
+
 def test_words_tagged_as_thought_are_the_thinkers_alone(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen over their supper.

@@ -105,6 +105,8 @@ COGNITION = (
     r"(?:thought|reflected|wondered|mused|pondered|meditated|supposed|believed|suspected|imagined|fancied|"
     r"reckoned|calculated|resolved|determined|decided|concluded|hoped|feared|doubted|knew|longed|"
     r"felt\s+(?:that|sure|certain|convinced|as\s+if|no\s+doubt)|made\s+up\s+(?:his|her)\s+mind|"
+    r"felt\s+(?:a|an|some|no|the\s+same)\s+(?:[\w-]+\s+){0,3}(?:longing|desire|impulse|temptation|wish|urge|dread|"
+    r"pity|remorse|shame|regret|anxiety|uneasiness|relief|misgiving|satisfaction)|"
     r"(?:said|muttered|murmured|asked|repeated|whispered)\s+to\s+(?:himself|herself)|asked\s+(?:himself|herself)|"
     r"was\s+(?:\w+ly\s+|much\s+|quite\s+|sorely\s+)?(?:puzzled|perplexed|bewildered|mystified|at\s+a\s+loss)|"
     r"(?:was|had\s+been)\s+(?:thinking|planning|wondering|reflecting|calculating|meditating|musing|pondering|"

@@ -47,7 +47,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v10"
+EVIDENCE_METHOD = "heuristic:evidence-units-v11"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
@@ -226,6 +226,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
     for scene_id, start, end in scenes:
         skip = [(a, b) for a, b in headings if a < end and b > start]
         named: set[str] = set()  # named outside quotes in this scene: a relational descriptor may mean them
+        thinking: str | None = None  # whose inner life the last narrated sentence of the paragraph before told
         for paragraph in split_paragraphs(book.text, start, end):
             if in_spans(paragraph.start, skip):
                 continue
@@ -241,7 +242,10 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
             # no focus character named or speaking, no narrator here: exposition may reach nobody
             impersonal = (not quotes and spans.narrator(paragraph.start) is None
                           and not any(True for _ in matcher.find(book.text, paragraph.start, paragraph.end)))
-            last_actor: str | None = None  # the focus character last acting in this paragraph's narration
+            # the focus character last acting in this paragraph's narration; at its start, the one whose inner life
+            # closed the paragraph before ("So reasoned the detective ..." / "He felt a sort of insurmountable
+            # longing to abandon the game"): "he" opening a thought is still them
+            last_actor: str | None = thinking
             inner: str | None = None  # whose inner life the previous sentence of this paragraph told
             for match in sentence_runs(book.text, paragraph.start, paragraph.end):
                 sentence = match.group()
@@ -278,6 +282,9 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if not spoken and thinking_subject(book.text, mention, s_start) and set(actors) <= {
                             mention.character}:  # the thought is the sentence's first clause ("Fix thought")
                         thinkers.add(mention.character)
+                    if not spoken and _THOUGHT_INVERTED.match(book.text, s_start, mention.start):
+                        thinkers.add(mention.character)  # "So reasoned the detective": the thought just told is his
+                        actors.append(mention.character)  # and "he" in the sentences after it stands for him
                 thinker = _inner_life(stripped, spoken, thinkers, actors, last_actor, inner)
                 private = spans.private(s_start, s_end) or (spoken and aside)
                 if thinker is not None:  # narrated inner life: the thinker's alone
@@ -298,6 +305,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                 facts.append(Fact(speaker, "", "", "", stripped, f"person:{speaker}" if speaker else None, None,
                                   s_start, s_end, scene_id, method, FactEvidence([statement], participants),
                                   error=error))
+            thinking = inner
     return facts
 
 
@@ -320,6 +328,11 @@ def _between(paragraph: Any, quotes: Sequence[tuple[int, int]]) -> list[tuple[in
 
 _VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b"
                      r"(?!\s+(?:to\s+)?(?:him|her)self)")
+
+
+# A thought tag with the verb first, closing a thought just told: "So reasoned the detective", "Thus mused Fix".
+_THOUGHT_INVERTED = re.compile(r"\s*(?:So|Thus)\s+(?:reasoned|thought|mused|reflected|argued|meditated|pondered|"
+                               r"calculated|soliloquised|soliloquized)\s+$")
 
 
 def _inner_life(sentence: str, spoken: bool, thinkers: set[str], actors: Sequence[str], last_actor: str | None,
