@@ -173,6 +173,14 @@ def test_he_is_nobody_known_when_a_man_who_is_no_focus_character_was_told_of_sin
     assert utterances[2].speaker == "holmes"  # the one acting, not the driver he spoke to
 
 
+def test_as_for_x_makes_x_the_he_of_the_paragraph():
+    # Around the World, ch. IX: "As for Passepartout, he, too, had escaped sea-sickness ... his master's whim"
+    text = ("Holmes played whist by the hour together in the saloon.\n\n"
+            "As for Watson, he, too, had escaped sea-sickness, and hoped that Holmes would tire of the game.\n\n"
+            '"If I am not mistaken," said he, approaching the stranger, "you are the gentleman from the quay?"')
+    assert [u.speaker for u in _attribute(text)] == ["watson"]
+
+
 def test_an_introduced_he_stands_only_for_the_one_acting_there():
     text = ("Holmes and Watson drew near the grave. He answered:--\n\n"
             '"I am closing the tomb."\n\n'

@@ -171,6 +171,20 @@ def persons_told(text: str, start: int, end: int) -> list[tuple[int, str]]:
     return out
 
 
+# A paragraph turning the narration to one character's thread: "As for Fix,", "As to Passepartout,", "What was
+# detective Fix, so unluckily drawn on from country to country, doing all this while?". ("Meanwhile Mr. Fogg"
+# was read the same way and changed nothing.)
+_TURNS_TO = re.compile(r"\s*(?:As\s+(?:for|to|regards)\s+|What\s+(?:was|were|had)\s+(?:the\s+)?(?:[a-z]+\s+)?(?=[A-Z]\w*"
+                       r"[^.?!]{0,80}\s+(?:been\s+)?doing\b))")
+
+
+def turns_to(text: str, start: int, end: int) -> int | None:
+    """Where the name of the character a paragraph turns the narration to begins ("As for |Fix, he said to
+    himself"), when text[start:end] (the paragraph's narration before any quote) opens so; else None."""
+    found = _TURNS_TO.match(text, start, end)
+    return found.end() if found else None
+
+
 def other_subjects(text: str, start: int, end: int) -> list[int]:
     """Offsets in text[start:end] where a person who is not named as a focus character acts at a clause start."""
     return [m.end() for m in _OTHER_PERSON_ACTS.finditer(text, start, end)]

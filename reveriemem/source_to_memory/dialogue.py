@@ -30,13 +30,13 @@ from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects, persons_told
+from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects, persons_told, turns_to
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v13"
+ATTRIBUTION_VERSION = "dialogue-v14"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -265,12 +265,13 @@ def _narrated_at(
 ) -> list[tuple[int, tuple[int, str, bool]]]:
     """`_narrated`, each entry with its offset."""
     out = []
+    topic = turns_to(text, paragraph.start, spans[0][0] if spans else paragraph.end)  # "As for |Passepartout, he"
     for mention in mentions:
         if in_spans(mention.start, spans):
             continue
         fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
         out.append((mention.start, (paragraph.index, mention.character,
-                                    is_action_subject(text, mention, fragment_start))))
+                                    mention.start == topic or is_action_subject(text, mention, fragment_start))))
     named = [(m.start, m.end) for m in mentions]
     for a, b in narration_fragments(paragraph, spans):
         out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)

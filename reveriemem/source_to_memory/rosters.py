@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subject
+from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subject, turns_to
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -137,12 +137,6 @@ _COMPANY_ACTS = re.compile(
     r"(?:(?:went|came|sat|stood|set|got|took|made|found|saw|heard|left|reached|arrived|entered|walked|drove|rode|"
     r"ate|dined|breakfasted|supped|waited|watched|listened|met|kept|held|ran|hurried|passed|followed|gathered|"
     r"assembled|talked|spoke|began|turned|looked|returned|started|stopped|crossed|climbed)\b|[a-z]{3,}ed\b)")
-
-# A paragraph turning the narration to one character's thread: "As for Fix,", "As to Passepartout,", "What was
-# detective Fix, so unluckily drawn on from country to country, doing all this while?". ("Meanwhile Mr. Fogg"
-# was read the same way and changed nothing.)
-_TURNS_TO = re.compile(r"\s*(?:As\s+(?:for|to|regards)\s+|What\s+(?:was|were|had)\s+(?:the\s+)?(?:[a-z]+\s+)?(?=[A-Z]\w*"
-                       r"[^.?!]{0,80}\s+(?:been\s+)?doing\b))")
 
 # Kinds of presence event: evidence that opens presence, a departure that closes it.
 OPENS, CLOSES = "opens", "closes"
@@ -309,9 +303,8 @@ def scene_evidence(
             if slug in evidence:
                 evidence[slug].departure_paragraph = index
                 evidence[slug].events.append((offset, CLOSES))
-        turned = _TURNS_TO.match(text, paragraph.start, paragraph.end) if not spans or spans[0][0] > paragraph.start \
-            else None
-        first = next((m for m in mentions_by_paragraph.get(index, []) if turned and m.start == turned.end()), None)
+        topic = turns_to(text, paragraph.start, spans[0][0] if spans else paragraph.end)
+        first = next((m for m in mentions_by_paragraph.get(index, []) if m.start == topic), None)
         if first is not None and first.character in evidence and not inset:
             # "As for Passepartout, he, too, had escaped sea-sickness": the narration turns to their thread, so
             # the others are there again only at their own next evidence (Passepartout only at his own)
