@@ -198,6 +198,16 @@ He hoped to keep his presence hidden until the end of the voyage, whatever it co
     assert not {"ann-moss", "bob-hale"} & knowers(knows, "He had managed to come aboard")
 
 
+def test_a_subject_parted_from_its_verb_by_a_parenthesis_acts(tmp_path):
+    # Around the World, ch. XXIX: "Mr. Fogg, with folded arms, remained motionless."
+    _, roster, knows = build(tmp_path, """
+The last riders were disappearing in the south, along the banks of the river, and the plain was empty.
+
+Ann, with folded arms, remained motionless beside the engine while the smoke drifted over the snow.
+""")
+    assert roster["ann-moss"].actions >= 1  # she acts here: present, not only named
+
+
 def test_having_been_somewhere_once_is_no_presence_in_the_scene(tmp_path):
     _, roster, knows = build(tmp_path, """
 The farm prospered, and the girl grew up tall and fair among the wheat fields of the valley.

@@ -23,7 +23,8 @@ _NOT_PRESENT_AFTER_WAS = re.compile(
     r"^\s*(?:not|never|away|absent|gone|dead|out|abroad|elsewhere|missing|expected|due|said|reported|known|"
     r"supposed|believed|thought|rumoured|to\s+(?:come|arrive|be)|in\s+[A-Z])"
 )
-_VERB_AFTER = re.compile(rf"^(?:\s+(?:\w+ly|also|still|just|now|then|at\s+once|again|only|himself|herself))*\s+(?:({_IRREGULAR})\b|[a-z]+ed\b)")
+_VERB_AFTER = re.compile(rf"^(?:,\s+[a-z][^,.;:!?\"“”]{{0,40}},)?(?:\s+(?:\w+ly|also|still|just|now|then|at\s+once|again|only|"
+                         rf"himself|herself))*\s+(?:({_IRREGULAR})\b|[a-z]+ed\b)")
 # Seeming, compared: a judgement of the narrator's, no narrated act ("Silver himself appeared less terrible in
 # contrast with this creature of the woods").
 _COMPARED = re.compile(r"\s+(?:appeared|seemed)\s+(?:(?:far|much|even|yet|still)\s+)?(?:less|more)\b")

@@ -36,7 +36,7 @@ from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, introduction
 
-ATTRIBUTION_VERSION = "dialogue-v14"
+ATTRIBUTION_VERSION = "dialogue-v15"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
