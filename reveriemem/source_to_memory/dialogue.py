@@ -34,7 +34,7 @@ from reveriemem.source_to_memory.clauses import is_action_subject, other_subject
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
-from reveriemem.source_to_memory.speech_tags import Introduction, introduction
+from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction
 
 ATTRIBUTION_VERSION = "dialogue-v15"
 
@@ -407,9 +407,6 @@ def _resolve_pronoun(
     utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
 
 
-_INTRODUCING_END = re.compile(r":\s*(?:--|\u2014)?\s*$")
-
-
 def _attribute_by_beat(
     utterance: Utterance, text: str, fragments: Sequence[tuple[int, int]], mentions: Sequence[Mention],
     gender: dict[str, str], recent: list[tuple[int, str, bool]], narrator: str | None,
@@ -419,7 +416,7 @@ def _attribute_by_beat(
     did not waver.", "She did not sit down."): its subject is the speaker."""
     for a, b in fragments:
         lead = text[a:b]
-        if not re.search(r"[A-Za-z]{2,}", lead) or (b > utterance.end and _INTRODUCING_END.search(lead)):
+        if not re.search(r"[A-Za-z]{2,}", lead) or (b > utterance.end and ends_introducing(lead)):
             continue  # no words, or a closing tag that introduces the next paragraph's line ("He interrupted:--")
         offset = len(lead) - len(lead.lstrip(" \t\r\n"))
         first = next((m for m in mentions if a <= m.start < b), None)

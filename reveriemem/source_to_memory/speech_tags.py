@@ -54,6 +54,11 @@ class Introduction:
     addressed: tuple[str, ...] = ()  # named after the verb ("he said to Van Helsing:--"): spoken to
 
 
+def ends_introducing(narration: str) -> bool:
+    """Does the narration end in the colon of a speech tag that introduces a line to come ("He interrupted:--")?"""
+    return _INTRODUCES.search(narration) is not None
+
+
 def introduction(text: str, paragraph: Paragraph, mentions: Sequence[Mention]) -> Introduction | None:
     """The speaker a narration paragraph introduces for the next one, when its last sentence is a speech tag
     ending in a colon ("...and he said:--"), or None. The subject is read next to the verb ("he said very
