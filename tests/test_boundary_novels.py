@@ -34,7 +34,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("around-the-world-in-80-days", 0.137, 0.675),  # 13.3% / 68.0% (19.7% / 69.1% in session 6)
     ("tom-sawyer", 0.088, 0.806),  # 8.4% / 81.2% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.022, 0.930),  # 1.7% / 93.5% (4.9% / 95.9% when it was first scored)
-    ("treasure-island", 0.045, 0.895),  # 4.0% / 90.0% (11.1% / 91.0% when it was first scored)
+    ("treasure-island", 0.034, 0.895),  # 2.9% / 90.0% (11.1% / 91.0% when it was first scored)
     ("dracula", 0.048, 0.676),  # 4.4% / 68.1% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):

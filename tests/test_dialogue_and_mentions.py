@@ -95,11 +95,28 @@ def test_he_after_someone_else_acts_is_nobody_we_can_name():
     assert _attribute(text)[0].speaker is None
     text = 'Holmes turned towards the house.\n\n"Quarters!" he roared.'
     assert _attribute(text)[0].speaker == "holmes"
+    # the subject of the tag's own clause is who "he" is: one who is no focus character, or a focus character
+    text = ('Holmes crossed the room.\n\nThe lugger was gone. Mr. Dance stood there, as he said, "like a fish out '
+            'of water," and sent a man off to warn the cutter.')
+    assert _attribute(text)[0].speaker is None
+    assert _attribute('The men stood back. Holmes turned to me, and he said, "They are off."')[0].speaker == "holmes"
 
 
 def test_whom_a_line_addresses_by_name_does_not_speak_it():
     text = 'Holmes was gone up the hill long since.\n\n"Ah, Holmes! That were his name," says he.'
     assert _attribute(text)[0].speaker != "holmes"
+
+
+def test_a_line_that_speaks_of_someone_is_not_theirs_unless_its_tag_names_them():
+    # "he" would be Holmes, the last man named, but the line asks after Holmes: someone else speaks it
+    text = 'Holmes crossed the palisade and set off through the trees.\n\n"Why," said he, "is Holmes mad?"'
+    assert _attribute(text)[0].speaker is None
+    # a beat by the one the line speaks of is their answer to it, not the line itself
+    text = '"My friend Watson, you are late again." Watson sat down by the fire.'
+    assert _attribute(text)[0].speaker is None
+    # a tag that names the speaker stands, whatever the line says
+    assert _attribute('"Holmes is never wrong," said Holmes.')[0].speaker == "holmes"
+    assert _attribute('Holmes crossed the room.\n\n"Why," said he, "is Watson mad?"')[0].speaker == "holmes"
 
 
 def test_a_name_taken_up_from_the_other_speaker_is_a_topic_and_its_answer_is_not_theirs():

@@ -84,6 +84,15 @@ def test_departure_verbs_need_their_own_subject():
     assert not departs(text, len("Bob"), len(text))
 
 
+def test_setting_off_is_a_departure_and_setting_a_thing_out_is_not():
+    text = "Bob took up his hat, put the chart in his pocket, crossed the palisade and set off briskly through the trees."
+    assert departs(text, len("Bob"), len(text))
+    text = "Bob set out for the coast at dawn."
+    assert departs(text, len("Bob"), len(text))
+    text = "Bob set out the cups and the saucers on the table."
+    assert not departs(text, len("Bob"), len(text))
+
+
 NARRATED = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
 
 

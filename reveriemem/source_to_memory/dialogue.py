@@ -20,6 +20,12 @@ their reply. It does not when the quote is only the name ("Silver?" I asked),
 when a pronoun takes it up at once ("Long John, he was quartermaster"), or
 when it takes up a name the other speaker just spoke of ("Ah, Silver!" says
 he, to "Silver?"): that is a topic, not the one spoken to.
+
+A line that names someone is not theirs unless its own tag says so: a
+speaker read from a pronoun, a beat, a reply or an alternation is never one
+the line itself speaks of or to ('"Is Dr. Livesey mad?" said he', when the
+doctor has just left). A character who speaks of himself by name (Silver's
+"old John") then goes unattributed: nobody, rather than someone invented.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from reveriemem.source_to_memory.clauses import is_action_subject, other_subject
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
-from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction
+from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
 
-ATTRIBUTION_VERSION = "dialogue-v15"
+ATTRIBUTION_VERSION = "dialogue-v16"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -63,6 +69,7 @@ class Utterance:
     speaker_label: str | None  # the name as found, also for non-focus speakers
     method: str  # tag | introduced | pronoun | beat | continuation | alternation | reply | none
     addressees: list[str] = field(default_factory=list)  # focus slugs addressed by name
+    spoken_of: list[str] = field(default_factory=list)  # focus slugs the line itself names (not its speaker's)
     quote_spans: list[tuple[int, int]] = field(default_factory=list)
     continues: bool = False  # quote left open at the paragraph's end
 
@@ -199,7 +206,8 @@ def attribute_dialogue(
             quote_spans=spans,
             continues=still_open,
         )
-        utterance.addressees = _vocatives(text, spans, mentions)
+        utterance.addressees = vocatives(text, spans, mentions)
+        utterance.spoken_of = sorted({m.character for m in mentions if in_spans(m.start, spans) and not m.ambiguous})
         fragments = narration_fragments(paragraph, spans)
         here = _narrated_at(text, paragraph, mentions, spans)  # the line's own paragraph, told before its tag
         _attribute_by_tag(utterance, text, fragments, spans, mentions, gender, recent,
@@ -240,6 +248,9 @@ def attribute_dialogue(
             tail = replace(paragraph, start=spans[-1][1], text=text[spans[-1][1]:paragraph.end])
             found = introduction(text, tail, [m for m in mentions if m.start >= spans[-1][1]])
             introduced = (paragraph.index, found) if found else None
+        if utterance.speaker in utterance.spoken_of and utterance.method not in ("tag", "introduced"):
+            # a speaker guessed from the lines around is not one the line itself speaks of: nobody is known
+            utterance.speaker, utterance.speaker_label, utterance.method = None, None, "none"
         recent.extend(_narrated(text, paragraph, mentions, spans))
         if utterance.speaker:
             named.add(utterance.speaker)
@@ -361,8 +372,9 @@ def _attribute_by_tag(
         found = (_PRONOUN_TAG_AFTER.search(clause) if follows_quote else None) or \
             (_PRONOUN_TAG_BEFORE.search(clause) if precedes_quote else None)
         pronoun = found and next((g for g in found.groups() if g), None)
-        if pronoun:
-            _resolve_pronoun(utterance, pronoun, gender, [*recent, *_acting_before(here, ca)], narrator)
+        if pronoun:  # "Mr. Dance stood there, as he said, ...": who acts before the pronoun, its clause included
+            at = ca + (found.start() if found else 0)
+            _resolve_pronoun(utterance, pronoun, gender, [*recent, *_acting_before(here, at)], narrator)
             return
         found = (_OTHER_TAG_AFTER.search(clause) or _OTHER_TAG_SUBJECT.search(clause)) if follows_quote else None
         found = found or (_OTHER_TAG_BEFORE.search(clause) if precedes_quote else None)
@@ -379,7 +391,7 @@ def _resolve_pronoun(
     in the narration of this or the two paragraphs before, if any: in the
     latest paragraph naming one, the acting subject ("Osric laid the book
     before the Guildmaster" makes "he" Osric), else the last named. Whom the
-    line addresses by name is not its speaker. Nobody is chosen when another
+    line addresses or speaks of by name is not its speaker. Nobody is chosen when another
     person acted since, or, for one only named there (not acting), when a
     person of that gender who is no focus character was told of since ("I
     asked the man who came to the door")."""
@@ -390,7 +402,8 @@ def _resolve_pronoun(
     window = utterance.paragraph - 2
     candidates = [(index, slug, subject) for index, slug, subject in recent[-12:]
                   if index >= window and gender.get(slug) == wanted
-                  and slug not in utterance.addressees]  # "Ah, Silver!" says he: not Silver
+                  and slug not in utterance.addressees  # "Ah, Silver!" says he: not Silver
+                  and slug not in utterance.spoken_of]  # "is Dr. Livesey mad?" said he: not Livesey
     if candidates:
         latest = candidates[-1][0]
         in_latest = [c for c in candidates if c[0] == latest]
@@ -458,36 +471,3 @@ def _attribute_by_introduction(utterance: Utterance, found: Introduction, gender
         utterance.method = "introduced" if utterance.speaker else utterance.method
     elif found.other:
         utterance.speaker_label, utterance.method = found.other, "introduced"
-
-
-def _name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> bool:
-    """Is the mention's quote only the name ("Silver?" I asked)?"""
-    span = next(((a, b) for a, b in spans if a <= mention.start < b), None)
-    return span is not None and not text[span[0]:mention.start].lstrip('"“ ') and not text[
-        mention.end:span[1]].strip('"”,.!?;:—- \r\n')
-
-
-# A name taken up by a pronoun at once is the topic of the sentence, not the one spoken to ("Billy Bones was the
-# mate; Long John, he was quartermaster", "Long John Silver, he is called").
-_TOPIC = re.compile(r",\s*(?:he|she|they|him|her)\s+(?:was|were|is|are|had|has|did|does|said|says|called|named|"
-                    r"would|could|will|can|[a-z]+ed)\b")
-
-
-def _vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
-    """Focus characters addressed by name inside the quotes ("Well, Watson," ...)."""
-    addressed: list[str] = []
-    for mention in mentions:
-        span = next(((a, b) for a, b in spans if a <= mention.start < b), None)
-        if span is None:
-            continue
-        before = text[span[0] : mention.start].lstrip('"“ ')
-        after = text[mention.end : mention.end + 2]
-        if _name_only(text, spans, mention):
-            continue  # a quote that is only a name ("Captain Dask," she said) names, not addresses
-        opens = before == "" or re.search(r"(?:[,!?;]|\b(?:O|Oh|Ah|Dear|My dear))\s*$", before) is not None
-        closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
-        if _TOPIC.match(text, mention.end):
-            continue  # "Long John, he was quartermaster": the name set before its pronoun is spoken of
-        if opens and closes and mention.character not in addressed:
-            addressed.append(mention.character)
-    return addressed

@@ -36,6 +36,9 @@ _LEAVES = (
     r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
     r"(?:out|away|off|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
     r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)|"
+    # setting off on a way ("set off briskly through the trees", "set out for the coast"), not setting a thing out
+    r"(?:set|started)\s+(?:off|out)(?=\s*[.,;!]|\s+(?:\w+ly|again|at\s+once|for|from|on|upon|in|into|through|across|along|"
+    r"towards?|to|with|by|down|up|over|home)\b)|"
     # to another part of a ship or a house, named without an article ("ran on deck", "went upstairs")
     r"(?:went|walked|hurried|rushed|stepped|ran|dashed|climbed|crept|hastened|slipped|tumbled)\s+"
     r"(?:(?:up|down|back)\s+)?(?:on\s+deck|upstairs|downstairs|aloft|overboard)\b"

@@ -1,6 +1,7 @@
 """Speech tags: the verbs that say a line is spoken, and the tag that closes a narration paragraph to
-introduce the line of the next ("The Count's eyes gleamed, and he said:--"). Dialogue attribution
-(`reveriemem.source_to_memory.dialogue`) and a character's own lines (`own_lines`) read them."""
+introduce the line of the next ("The Count's eyes gleamed, and he said:--"), and the names a line
+calls on (`vocatives`). Dialogue attribution (`reveriemem.source_to_memory.dialogue`) and a
+character's own lines (`own_lines`) read them."""
 
 from __future__ import annotations
 
@@ -102,3 +103,36 @@ def introduction(text: str, paragraph: Paragraph, mentions: Sequence[Mention]) -
     if subject.lower().startswith("the "):
         return Introduction(other=subject, addressed=to)
     return Introduction(speaker=subject, addressed=to)
+
+
+def name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> bool:
+    """Is the mention's quote only the name ("Silver?" I asked)?"""
+    span = next(((a, b) for a, b in spans if a <= mention.start < b), None)
+    return span is not None and not text[span[0]:mention.start].lstrip('"“ ') and not text[
+        mention.end:span[1]].strip('"”,.!?;:—- \r\n')
+
+
+# A name taken up by a pronoun at once is the topic of the sentence, not the one spoken to ("Billy Bones was the
+# mate; Long John, he was quartermaster", "Long John Silver, he is called").
+_TOPIC = re.compile(r",\s*(?:he|she|they|him|her)\s+(?:was|were|is|are|had|has|did|does|said|says|called|named|"
+                    r"would|could|will|can|[a-z]+ed)\b")
+
+
+def vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
+    """Focus characters addressed by name inside the quotes ("Well, Watson," ...)."""
+    addressed: list[str] = []
+    for mention in mentions:
+        span = next(((a, b) for a, b in spans if a <= mention.start < b), None)
+        if span is None:
+            continue
+        before = text[span[0] : mention.start].lstrip('"“ ')
+        after = text[mention.end : mention.end + 2]
+        if name_only(text, spans, mention):
+            continue  # a quote that is only a name ("Captain Dask," she said) names, not addresses
+        opens = before == "" or re.search(r"(?:[,!?;]|\b(?:O|Oh|Ah|Dear|My dear))\s*$", before) is not None
+        closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
+        if _TOPIC.match(text, mention.end):
+            continue  # "Long John, he was quartermaster": the name set before its pronoun is spoken of
+        if opens and closes and mention.character not in addressed:
+            addressed.append(mention.character)
+    return addressed
