@@ -142,6 +142,15 @@ def test_he_in_a_tag_is_the_one_acting_earlier_in_the_same_paragraph():
     assert _attribute(text)[0].speaker == "watson"
 
 
+def test_she_acting_in_the_paragraph_is_the_one_woman_told_of_before_her_there():
+    text = ('Holmes got up from the table.\n\nWe decided that Mara should be told everything. She herself agreed at '
+            'once, and it was pitiful to see her so brave. "There must be no secrets," she said.')
+    assert _attribute(text)[0].speaker == "mara"
+    text = ('Holmes got up from the table.\n\nWe decided that Mara and the landlady should be told everything. She '
+            'herself agreed at once. "There must be no secrets," she said.')
+    assert _attribute(text)[0].speaker is None
+
+
 def test_one_named_only_as_an_object_before_the_tag_is_not_he():
     text = 'Holmes sat by the fire.\n\nBut he broke in, cursing the Doctor. "Doctors are all fools," he said.'
     assert _attribute(text)[0].speaker == "holmes"

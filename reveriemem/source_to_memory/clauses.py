@@ -219,6 +219,20 @@ def pronoun_thinks(sentence: str) -> bool:
 _PRONOUN_SUBJECT = re.compile(r"(?:^|[.!?;:]\s+|,\s+|\b(?:and|but|then|so)\s+)(?:[Hh]e|[Ss]he|[Tt]hey)\b")
 
 
+_PRONOUN_OPENS_CLAUSE = re.compile(r"(?:^|(?<=[.!?;:])\s+|(?<=,)\s+|\b(?:and|but|then|so)\s+)(?P<pronoun>[Hh]e|[Ss]he)\b")
+
+
+def acting_pronouns(text: str, start: int, end: int) -> list[tuple[int, str]]:
+    """(offset, "male" / "female") of each "he" / "she" opening a clause of text[start:end] as the subject of a
+    narrated verb ("She herself agreed as to its wisdom")."""
+    out = []
+    for match in _PRONOUN_OPENS_CLAUSE.finditer(text[start:end]):
+        verb = _VERB_AFTER.match(text[start + match.end("pronoun"): start + match.end("pronoun") + 60])
+        if verb and verb.group(1) not in ("was", "were", "is", "are"):
+            out.append((start + match.start("pronoun"), "male" if match.group("pronoun").lower() == "he" else "female"))
+    return out
+
+
 def pronoun_acts(sentence: str) -> bool:
     """Does a "he"/"she"/"they" at a clause start do something other than think ("He invited his companion in")?"""
     for match in _PRONOUN_SUBJECT.finditer(sentence):

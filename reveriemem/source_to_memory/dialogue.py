@@ -31,18 +31,24 @@ doctor has just left). A character who speaks of himself by name (Silver's
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import is_action_subject, other_subjects, persons_told, turns_to
+from reveriemem.source_to_memory.clauses import (
+    acting_pronouns,
+    is_action_subject,
+    other_subjects,
+    persons_told,
+    turns_to,
+)
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import company_leaves
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
 
-ATTRIBUTION_VERSION = "dialogue-v16"
+ATTRIBUTION_VERSION = "dialogue-v17"
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -186,7 +192,7 @@ def attribute_dialogue(
         if scene_of is not None and recent and scene_of.get(recent[-1][0]) != scene_of.get(paragraph.index):
             recent.clear()
         if not spans:
-            recent.extend(_narrated(text, paragraph, mentions, spans))
+            recent.extend(_narrated(text, paragraph, mentions, spans, gender))
             if company_leaves(text, [(paragraph.start, paragraph.end)]):
                 named = set()
             found = introduction(text, paragraph, mentions)
@@ -209,7 +215,7 @@ def attribute_dialogue(
         utterance.addressees = vocatives(text, spans, mentions)
         utterance.spoken_of = sorted({m.character for m in mentions if in_spans(m.start, spans) and not m.ambiguous})
         fragments = narration_fragments(paragraph, spans)
-        here = _narrated_at(text, paragraph, mentions, spans)  # the line's own paragraph, told before its tag
+        here = _narrated_at(text, paragraph, mentions, spans, gender)  # the line's own paragraph, told before its tag
         _attribute_by_tag(utterance, text, fragments, spans, mentions, gender, recent,
                           narrator_at.get(paragraph.index), here)
         if utterance.method == "none" and introduced and introduced[0] == paragraph.index - 1 \
@@ -251,7 +257,7 @@ def attribute_dialogue(
         if utterance.speaker in utterance.spoken_of and utterance.method not in ("tag", "introduced"):
             # a speaker guessed from the lines around is not one the line itself speaks of: nobody is known
             utterance.speaker, utterance.speaker_label, utterance.method = None, None, "none"
-        recent.extend(_narrated(text, paragraph, mentions, spans))
+        recent.extend(_narrated(text, paragraph, mentions, spans, gender))
         if utterance.speaker:
             named.add(utterance.speaker)
         if company_leaves(text, fragments):  # "We left him working": "my companion" is no longer known to be him
@@ -264,17 +270,19 @@ def attribute_dialogue(
 
 
 def _narrated(
-    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]]
+    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]],
+    gender: Mapping[str, str],
 ) -> list[tuple[int, str, bool]]:
     """Narration mentions of a paragraph, each marked when it is the acting subject of its clause, in text
     order, with the other persons acting there (slug "": someone who is no focus character)."""
-    return [entry for _, entry in _narrated_at(text, paragraph, mentions, spans)]
+    return [entry for _, entry in _narrated_at(text, paragraph, mentions, spans, gender)]
 
 
 def _narrated_at(
-    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]]
+    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]],
+    gender: Mapping[str, str],
 ) -> list[tuple[int, tuple[int, str, bool]]]:
-    """`_narrated`, each entry with its offset."""
+    """`_narrated`, each entry with its offset, and each acting "he"/"she" read as `_pronoun_acting` does."""
     out = []
     topic = turns_to(text, paragraph.start, spans[0][0] if spans else paragraph.end)  # "As for |Passepartout, he"
     for mention in mentions:
@@ -287,9 +295,27 @@ def _narrated_at(
     for a, b in narration_fragments(paragraph, spans):
         out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
                 if not any(s <= at <= e for s, e in named)]
-        out += [(at, (paragraph.index, _SOMEONE + gender, False)) for at, gender in persons_told(text, a, b)
+        out += [(at, (paragraph.index, _SOMEONE + noun, False)) for at, noun in persons_told(text, a, b)
                 if not any(s <= at < e for s, e in named)]
+    out.sort(key=lambda pair: pair[0])
+    acting = [(at, _pronoun_acting(out, at, wanted, gender)) for a, b in narration_fragments(paragraph, spans)
+              for at, wanted in acting_pronouns(text, a, b)]
+    out += [(at, (paragraph.index, slug, True)) for at, slug in acting if slug]
     return sorted(out, key=lambda pair: pair[0])
+
+
+def _pronoun_acting(told: Sequence[tuple[int, tuple[int, str, bool]]], at: int, wanted: str,
+                    gender: Mapping[str, str]) -> str | None:
+    """Whom an acting "he"/"she" at `at` stands for ("Mina should be in full confidence. She herself agreed"): the
+    one focus character of that gender told of before it in the paragraph, nobody else who may be of it since."""
+    before = [entry[1] for offset, entry in told if offset < at]
+    mine = {slug for slug in before if gender.get(slug) == wanted}
+    if len(mine) != 1:
+        return None
+    since = before[max(i for i, slug in enumerate(before) if slug in mine) + 1:]
+    if any(slug == "" or slug in (_SOMEONE, _SOMEONE + wanted) for slug in since):
+        return None
+    return mine.pop()
 
 
 # A person who is no focus character told of by a common noun, as an entry of the narration history: slug
