@@ -31,20 +31,22 @@ doctor has just left). A character who speaks of himself by name (Silver's
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from reveriemem.core.characters import Character
 from reveriemem.core.text import Paragraph
-from reveriemem.source_to_memory.clauses import (
-    acting_pronouns,
-    is_action_subject,
-    other_subjects,
-    persons_told,
-    turns_to,
-)
+from reveriemem.source_to_memory.clauses import is_action_subject
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import company_leaves
+from reveriemem.source_to_memory.narration_history import (
+    SOMEONE,
+    acting_before,
+    in_spans,
+    narrated,
+    narrated_at,
+    narration_fragments,
+)
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
 
@@ -135,23 +137,6 @@ def _single_quote_spans(paragraph: Paragraph) -> tuple[list[tuple[int, int]], bo
     return spans, False
 
 
-def in_spans(position: int, spans: Sequence[tuple[int, int]]) -> bool:
-    return any(a <= position < b for a, b in spans)
-
-
-def narration_fragments(paragraph: Paragraph, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The parts of a paragraph outside its quotes, absolute offsets."""
-    fragments: list[tuple[int, int]] = []
-    cursor = paragraph.start
-    for a, b in spans:
-        if a > cursor:
-            fragments.append((cursor, a))
-        cursor = max(cursor, b)
-    if cursor < paragraph.end:
-        fragments.append((cursor, paragraph.end))
-    return fragments
-
-
 def attribute_dialogue(
     text: str,
     paragraphs: Sequence[Paragraph],
@@ -192,7 +177,7 @@ def attribute_dialogue(
         if scene_of is not None and recent and scene_of.get(recent[-1][0]) != scene_of.get(paragraph.index):
             recent.clear()
         if not spans:
-            recent.extend(_narrated(text, paragraph, mentions, spans, gender))
+            recent.extend(narrated(text, paragraph, mentions, spans, gender))
             if company_leaves(text, [(paragraph.start, paragraph.end)]):
                 named = set()
             found = introduction(text, paragraph, mentions)
@@ -215,7 +200,7 @@ def attribute_dialogue(
         utterance.addressees = vocatives(text, spans, mentions)
         utterance.spoken_of = sorted({m.character for m in mentions if in_spans(m.start, spans) and not m.ambiguous})
         fragments = narration_fragments(paragraph, spans)
-        here = _narrated_at(text, paragraph, mentions, spans, gender)  # the line's own paragraph, told before its tag
+        here = narrated_at(text, paragraph, mentions, spans, gender)  # the line's own paragraph, told before its tag
         _attribute_by_tag(utterance, text, fragments, spans, mentions, gender, recent,
                           narrator_at.get(paragraph.index), here)
         if utterance.method == "none" and introduced and introduced[0] == paragraph.index - 1 \
@@ -257,7 +242,7 @@ def attribute_dialogue(
         if utterance.speaker in utterance.spoken_of and utterance.method not in ("tag", "introduced"):
             # a speaker guessed from the lines around is not one the line itself speaks of: nobody is known
             utterance.speaker, utterance.speaker_label, utterance.method = None, None, "none"
-        recent.extend(_narrated(text, paragraph, mentions, spans, gender))
+        recent.extend(narrated(text, paragraph, mentions, spans, gender))
         if utterance.speaker:
             named.add(utterance.speaker)
         if company_leaves(text, fragments):  # "We left him working": "my companion" is no longer known to be him
@@ -267,66 +252,6 @@ def attribute_dialogue(
         previous = utterance
         open_quote = still_open
     return utterances
-
-
-def _narrated(
-    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]],
-    gender: Mapping[str, str],
-) -> list[tuple[int, str, bool]]:
-    """Narration mentions of a paragraph, each marked when it is the acting subject of its clause, in text
-    order, with the other persons acting there (slug "": someone who is no focus character)."""
-    return [entry for _, entry in _narrated_at(text, paragraph, mentions, spans, gender)]
-
-
-def _narrated_at(
-    text: str, paragraph: Paragraph, mentions: Sequence[Mention], spans: Sequence[tuple[int, int]],
-    gender: Mapping[str, str],
-) -> list[tuple[int, tuple[int, str, bool]]]:
-    """`_narrated`, each entry with its offset, and each acting "he"/"she" read as `_pronoun_acting` does."""
-    out = []
-    topic = turns_to(text, paragraph.start, spans[0][0] if spans else paragraph.end)  # "As for |Passepartout, he"
-    for mention in mentions:
-        if in_spans(mention.start, spans):
-            continue
-        fragment_start = max([paragraph.start] + [b for a, b in spans if b <= mention.start])
-        out.append((mention.start, (paragraph.index, mention.character,
-                                    mention.start == topic or is_action_subject(text, mention, fragment_start))))
-    named = [(m.start, m.end) for m in mentions]
-    for a, b in narration_fragments(paragraph, spans):
-        out += [(at, (paragraph.index, "", True)) for at in other_subjects(text, a, b)
-                if not any(s <= at <= e for s, e in named)]
-        out += [(at, (paragraph.index, _SOMEONE + noun, False)) for at, noun in persons_told(text, a, b)
-                if not any(s <= at < e for s, e in named)]
-    out.sort(key=lambda pair: pair[0])
-    acting = [(at, _pronoun_acting(out, at, wanted, gender)) for a, b in narration_fragments(paragraph, spans)
-              for at, wanted in acting_pronouns(text, a, b)]
-    out += [(at, (paragraph.index, slug, True)) for at, slug in acting if slug]
-    return sorted(out, key=lambda pair: pair[0])
-
-
-def _pronoun_acting(told: Sequence[tuple[int, tuple[int, str, bool]]], at: int, wanted: str,
-                    gender: Mapping[str, str]) -> str | None:
-    """Whom an acting "he"/"she" at `at` stands for ("Mina should be in full confidence. She herself agreed"): the
-    one focus character of that gender told of before it in the paragraph, nobody else who may be of it since."""
-    before = [entry[1] for offset, entry in told if offset < at]
-    mine = {slug for slug in before if gender.get(slug) == wanted}
-    if len(mine) != 1:
-        return None
-    since = before[max(i for i, slug in enumerate(before) if slug in mine) + 1:]
-    if any(slug == "" or slug in (_SOMEONE, _SOMEONE + wanted) for slug in since):
-        return None
-    return mine.pop()
-
-
-# A person who is no focus character told of by a common noun, as an entry of the narration history: slug
-# _SOMEONE plus the noun's gender ("male", "female", "" unknown).
-_SOMEONE = "~"
-
-
-def _acting_before(here: Sequence[tuple[int, tuple[int, str, bool]]], offset: int) -> list[tuple[int, str, bool]]:
-    """The acting subjects told in the line's own paragraph before `offset`. One named there only as an object
-    ("But he broke in, cursing the doctor. 'Doctors is all swabs,' he said") is not who "he" is."""
-    return [entry for at, entry in here if at < offset and entry[2]]
 
 
 def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> bool:
@@ -400,7 +325,7 @@ def _attribute_by_tag(
         pronoun = found and next((g for g in found.groups() if g), None)
         if pronoun:  # "Mr. Dance stood there, as he said, ...": who acts before the pronoun, its clause included
             at = ca + (found.start() if found else 0)
-            _resolve_pronoun(utterance, pronoun, gender, [*recent, *_acting_before(here, at)], narrator)
+            _resolve_pronoun(utterance, pronoun, gender, [*recent, *acting_before(here, at)], narrator)
             return
         found = (_OTHER_TAG_AFTER.search(clause) or _OTHER_TAG_SUBJECT.search(clause)) if follows_quote else None
         found = found or (_OTHER_TAG_BEFORE.search(clause) if precedes_quote else None)
@@ -436,7 +361,7 @@ def _resolve_pronoun(
         chosen = next((c for c in reversed(in_latest) if c[2]), in_latest[-1])
         history = [entry for entry in recent[-12:] if entry[0] >= window]
         since = max(i for i, entry in enumerate(history) if entry == chosen) + 1
-        if any(slug == "" or (not chosen[2] and slug in (_SOMEONE, _SOMEONE + wanted)) for _, slug, _ in history[since:]):
+        if any(slug == "" or (not chosen[2] and slug in (SOMEONE, SOMEONE + wanted)) for _, slug, _ in history[since:]):
             # someone else acted, or a person of that gender was told of, since ("I asked the man who came to the
             # door ... 'I'm the depity,' he answered"): "he" may be them
             utterance.speaker_label, utterance.method = f"?{pronoun.lower()}", "pronoun"
@@ -466,7 +391,7 @@ def _attribute_by_beat(
                 return
         pronoun = re.match(r"(He|She|I)\s+(?:\w+ly\s+)?(?:did\s+not\s+|had\s+)?[a-z]+", lead[offset:])
         if pronoun:
-            _resolve_pronoun(utterance, pronoun.group(1), gender, [*recent, *_acting_before(here, a + offset)],
+            _resolve_pronoun(utterance, pronoun.group(1), gender, [*recent, *acting_before(here, a + offset)],
                              narrator)
             if utterance.speaker:
                 utterance.method = "beat"
