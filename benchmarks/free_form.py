@@ -75,6 +75,7 @@ def read_file(path: Path) -> tuple[str, list[dict[str, Any]]]:
 
 
 def score(name: str, records: list[dict[str, Any]], agents: dict[str, Any]) -> dict[str, int]:
+    from eval import metrics
     from reveriemem.core.embeddings import embedder_for_book
     from reveriemem.core.registry import load_book
     from reveriemem.inference.module import BookMemory, ReverieInference
@@ -102,8 +103,7 @@ def score(name: str, records: list[dict[str, Any]], agents: dict[str, Any]) -> d
         counts["found"] += not refused and any(w and len(w & said) >= len(w) / 2 for w in wanted)
     found = counts["found"] / counts["KRf"] if counts["KRf"] else 0.0
     refused_rate = counts["refused"] / counts["KR"] if counts["KR"] else 0.0
-    n = counts["KRf"] + counts["KR"]
-    kbf = n / (counts["KRf"] / found + counts["KR"] / refused_rate) if found and refused_rate else 0.0
+    kbf = metrics.kbf(found, refused_rate, counts["KRf"], counts["KR"]) or 0.0
     print(f"  {name:36} knowable {counts['KRf']:3}: answered {counts['answered']:3}, found {counts['found']:3} "
           f"({100 * found:5.1f}%) | unknowable {counts['KR']:3}: refused {counts['refused']:3} "
           f"({100 * refused_rate:5.1f}%) | free-form KBF {100 * kbf:5.1f}")

@@ -216,20 +216,18 @@ def pronoun_thinks(sentence: str) -> bool:
     return _PRONOUN_THINKS.match(stripped) is not None or _PARENTHETICAL_THOUGHT.match(stripped) is not None
 
 
-_PRONOUN_SUBJECT = re.compile(r"(?:^|[.!?;:]\s+|,\s+|\b(?:and|but|then|so)\s+)(?:[Hh]e|[Ss]he|[Tt]hey)\b")
-
-
-_PRONOUN_OPENS_CLAUSE = re.compile(r"(?:^|(?<=[.!?;:])\s+|(?<=,)\s+|\b(?:and|but|then|so)\s+)(?P<pronoun>[Hh]e|[Ss]he)\b")
+_PRONOUN_SUBJECT = re.compile(r"(?:^|[.!?;:]\s+|,\s+|\b(?:and|but|then|so)\s+)(?P<pronoun>[Hh]e|[Ss]he|[Tt]hey)\b")
 
 
 def acting_pronouns(text: str, start: int, end: int) -> list[tuple[int, str]]:
     """(offset, "male" / "female") of each "he" / "she" opening a clause of text[start:end] as the subject of a
     narrated verb ("She herself agreed as to its wisdom")."""
     out = []
-    for match in _PRONOUN_OPENS_CLAUSE.finditer(text[start:end]):
-        verb = _VERB_AFTER.match(text[start + match.end("pronoun"): start + match.end("pronoun") + 60])
-        if verb and verb.group(1) not in ("was", "were", "is", "are"):
-            out.append((start + match.start("pronoun"), "male" if match.group("pronoun").lower() == "he" else "female"))
+    for match in _PRONOUN_SUBJECT.finditer(text[start:end]):
+        pronoun = match.group("pronoun").lower()
+        verb = _VERB_AFTER.match(text[start + match.end(): start + match.end() + 60])
+        if pronoun != "they" and verb and verb.group(1) not in ("was", "were", "is", "are"):
+            out.append((start + match.start("pronoun"), "male" if pronoun == "he" else "female"))
     return out
 
 
