@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.088, 0.806),  # 8.4% / 81.2% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.022, 0.930),  # 1.7% / 93.5% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.034, 0.895),  # 2.9% / 90.0% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.048, 0.688),  # 4.5% / 69.3% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.047, 0.705),  # 4.4% / 70.9% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"
