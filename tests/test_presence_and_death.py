@@ -512,3 +512,18 @@ Bob mended the torn net in the yard behind the house.
     assert "bob-hale" not in knowers(knows, "The harbour filled") and "ann-moss" not in knowers(
         knows, "The harbour filled")
     assert "bob-hale" in knowers(knows, "Bob mended the torn net")
+
+
+def test_one_said_to_be_with_us_is_present_from_there(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann and I sat by the fire in the kitchen, where the lamp was lit early.
+
+Bob was with us by then, his coat still wet from the road.
+
+Ann told us that the brass key to the press was gone from its hook.
+
+Cy was with his sister at the mill, and heard nothing of it.
+""")
+    assert "bob-hale" in knowers(knows, "Ann told us that the brass key")
+    assert roster["bob-hale"].status().startswith("present")
+    assert "cy-dunn" not in knowers(knows, "Ann told us that the brass key")

@@ -47,8 +47,10 @@ _AT_A_DISTANCE = re.compile(
     r"^(?:\s+(?:\w+ly|also|too|again|then|now|once))*\s+(?:(?:wrote|writes|has\s+written|had\s+written)\s+"
     r"(?:to\s+)?(?:me|us)\b|(?:telegraphed|telegraphs|wired|cabled|sent\s+(?:word|a\s+(?:line|note|message|"
     r"telegram|wire|letter)))\b)")
+# "was at the door", "were with us" (in the narrator's company, "Lord Godalming, Dr. Seward, and Mr. Morris were
+# with us also"): a state of being there. "with him" is not: "Quincey Morris is with him" is told from afar.
 _PRESENT_AFTER_WAS = re.compile(
-    r"^\s+(?:at|in|on|by|beside|behind|before|near|inside|outside|upon|standing|sitting|seated|waiting|there|here|"
+    r"^\s+(?:at|in|on|by|with\s+(?:me|us)|beside|behind|before|near|inside|outside|upon|standing|sitting|seated|waiting|there|here|"
     r"already|still|alone|busy|bent|leaning|\w+ing)\b"
 )
 
