@@ -527,3 +527,16 @@ Cy was with his sister at the mill, and heard nothing of it.
     assert "bob-hale" in knowers(knows, "Ann told us that the brass key")
     assert roster["bob-hale"].status().startswith("present")
     assert "cy-dunn" not in knowers(knows, "Ann told us that the brass key")
+
+
+def test_a_roll_of_those_present_puts_each_listed_name_there(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Our meeting in the long room at the mill. Present: Mr. Bob Hale, Ann Moss, and the miller.
+
+The miller told the meeting that the brass key to the press was gone from its hook.
+
+Afterwards the miller wrote to Cy that the key was gone.
+""")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "The miller told the meeting")
+    assert roster["bob-hale"].status().startswith("present")
+    assert "cy-dunn" not in knowers(knows, "The miller told the meeting")

@@ -65,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v30"
+ROSTER_VERSION = "roster-v31"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -128,6 +128,9 @@ _SPOKEN_TO = re.compile(
     r"\b(?:(?:said|whispered|replied|answered|explained|remarked|observed|added|turned|nodded|bowed|called|cried|"
     r"shouted|murmured|went\s+on|continued)(?:\s+[A-Z][\w.]*){0,2}\s+(?:\w+ly\s+)?to|"
     r"I\s+(?:\w+ly\s+)?(?:told|asked|answered|warned|assured|begged|implored))\s+(?:the\s+)?$")
+# A roll of those attending, as minutes of a meeting give it ("Our meeting for report. Present: Professor Van
+# Helsing, Lord Godalming, Dr. Seward, ..."): each name in the list is there.
+_ROLL = re.compile(r"\bPresent:\s+(?:(?:Mrs?|Dr|St|Messrs)\.|[^.;:!?])*$")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 # The company as one subject, acting in scene time: "we went", "We all sat", "the travellers left", "the whole
 # party dined". A modal or future ("we must", "we shall") is no act.
@@ -279,6 +282,9 @@ def scene_evidence(
             if _WITH_NARRATOR.match(text, mention.end) and narrator_at.get(index) in evidence \
                     and not _NOT_TOGETHER.search(text, max(fragment_start, mention.start - 60), mention.start):
                 record.actions += 1  # "Arthur, Quincey Morris, and myself--called for the Professor"
+                _present(record, index, sentence[0])
+            if _ROLL.search(text, max(paragraph.start, mention.start - 200), mention.start):
+                record.actions += 1
                 _present(record, index, sentence[0])
             if _arrives(text, sentence, mention):
                 arrived.add(mention.character)
