@@ -176,6 +176,15 @@ def test_a_narration_paragraph_ending_in_a_tag_introduces_the_next_line():
     assert utterances[2].speaker_label == "The old landlady"  # someone who is no focus character: nobody's line
 
 
+def test_a_title_in_the_introducing_tag_does_not_end_its_sentence():
+    # Dracula, Seward's study: "Then Mr. Morris said to Dr. Seward:--" introduces Quincey's line
+    holmes = Character(name="Sherlock Holmes", slug="holmes", aliases=["Holmes", "Mr. Holmes"], gender="male")
+    watson = Character(name="John Watson", slug="watson", aliases=["Watson", "Dr. Watson"], gender="male")
+    text = ("We were silent till we got back to the study. Then Mr. Holmes said to Dr. Watson:--\n\n"
+            '"If that man was not bluffing, he is the sanest lunatic I ever saw."')
+    assert _attribute(text, characters=(holmes, watson, MARA), narrator="mara")[0].speaker == "holmes"
+
+
 def test_a_closing_tag_ending_in_a_colon_introduces_the_next_line_not_its_own():
     # Dracula, Mina's journal: her question about Jonathan, and Van Helsing's interruption
     text = ('"And your husband, is he well?" I saw an opening to speak of Watson, so I said:--\n\n'

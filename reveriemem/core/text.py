@@ -243,6 +243,8 @@ def word_count(text: str) -> int:
 
 _SENTENCE = re.compile(r"\S.*?(?:[.!?]+[\"”’')\]]*(?=\s|$)|$)", re.DOTALL)
 _ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs|No)\.$")
+# Put before a stop: the stop does not end a sentence after a title ("said Mr. Fogg", "to Dr. Seward:--").
+NOT_AFTER_TITLE = r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)"
 _SENTENCE_RUN = re.compile(r"[^.!?]+(?:[.!?]+[\"'”’)]*|$)")
 _SPACED_STOP = re.compile(r"[.!?]+[\"'”’)]*\s+")
 _STOP_BEFORE_CAPITAL = re.compile(r"(?<=[.!?])[\"'”’]?\s+(?=[\"'“‘]?[A-Z])")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from reveriemem.core.text import Paragraph, normalise_space
+from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 from reveriemem.source_to_memory.dialogue import narration_fragments, quote_spans
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERBS
 
@@ -44,17 +44,14 @@ _PRONOUN_GENDER = {"he": "male", "she": "female"}
 SELF = "<self>"
 
 
-_ABBREVIATION = r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)"  # "said Mr. Fogg" is one clause
-
-
 def _first_clause(text: str, a: int, b: int) -> str:
-    stop = re.search(rf"{_ABBREVIATION}[.!?;:]", text[a:b])
+    stop = re.search(rf"{NOT_AFTER_TITLE}[.!?;:]", text[a:b])
     return text[a:a + (stop.start() if stop else b - a)]
 
 
 def _last_clause(text: str, a: int, b: int) -> str:
     fragment = text[a:b].rstrip()
-    starts = [m.end() for m in re.finditer(rf"{_ABBREVIATION}[.!?;]\s", fragment)]
+    starts = [m.end() for m in re.finditer(rf"{NOT_AFTER_TITLE}[.!?;]\s", fragment)]
     return fragment[starts[-1] if starts else 0:]
 
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reveriemem.core.text import Paragraph
+from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph
 from reveriemem.source_to_memory.clauses import PERSON_NOUNS, is_action_subject
 from reveriemem.source_to_memory.mentions import Mention
 
@@ -69,7 +69,7 @@ def introduction(text: str, paragraph: Paragraph, mentions: Sequence[Mention]) -
     body = text[paragraph.start : paragraph.end].rstrip()
     if not _INTRODUCES.search(body):
         return None
-    opens = [m.end() for m in re.finditer(r"[.!?;]\s+(?=[A-Z\"“])", body)]
+    opens = [m.end() for m in re.finditer(rf"{NOT_AFTER_TITLE}[.!?;]\s+(?=[A-Z\"“])", body)]
     start = paragraph.start + (opens[-1] if opens else 0)
     sentence = text[start : paragraph.start + len(body)]
     if re.search(r"[\"“”]", sentence):
