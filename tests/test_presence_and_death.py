@@ -540,3 +540,15 @@ Afterwards the miller wrote to Cy that the key was gone.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "The miller told the meeting")
     assert roster["bob-hale"].status().startswith("present")
     assert "cy-dunn" not in knowers(knows, "The miller told the meeting")
+
+
+def test_a_name_and_his_companions_acting_together_put_him_there(tmp_path):
+    _, roster, knows = build(tmp_path, """
+The cart climbed the long hill above the town in the grey morning.
+
+Having breakfasted, Bob and his companions resumed their places in the cart.
+
+The carter told them that the brass key to the press was gone from its hook.
+""")
+    assert "bob-hale" in knowers(knows, "The carter told them that the brass key")
+    assert roster["bob-hale"].status().startswith("present")

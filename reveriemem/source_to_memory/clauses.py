@@ -74,6 +74,11 @@ def _after_fronted_adverbial(before: str) -> bool:
     return bool(fronted.group(1)) or _GERUND_OPENS.match(fronted.group(0)) is None
 
 
+# "Mr. Fogg and his companions resumed their places": the name and those who go with him, one subject
+_WITH_COMPANY = re.compile(r"^\s+and\s+(?:his|her|their)\s+(?:[a-z]+\s+)?(?:companions?|friends?|party|wife|husband|"
+                           r"servant|master|mistress|family|guide|men|comrades?|fellow-travellers|sons?|daughters?)\s+")
+
+
 def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     """True when the mention opens a clause (perhaps after a fronted adverbial) and is followed by a narrated verb."""
     before = text[max(fragment_start, mention.start - 60) : mention.start]
@@ -85,7 +90,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     if not at_clause_start:
         return False
     # "Holmes and Watson entered", "Ann, Bob and Cy boarded": skip the coordinated names
-    coordinated = re.match(r"^(?:,\s+(?:[A-Z][\w.]*\s+){0,2}[A-Z][\w.]*){0,3},?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after)
+    coordinated = re.match(r"^(?:,\s+(?:[A-Z][\w.]*\s+){0,2}[A-Z][\w.]*){0,3},?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after) \
+        or _WITH_COMPANY.match(after)
     if coordinated:
         after = after[coordinated.end() - 1 :]
     verb = _VERB_AFTER.match(after)
