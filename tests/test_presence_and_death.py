@@ -552,3 +552,19 @@ The carter told them that the brass key to the press was gone from its hook.
 """)
     assert "bob-hale" in knowers(knows, "The carter told them that the brass key")
     assert roster["bob-hale"].status().startswith("present")
+
+
+def test_what_of_theirs_comes_in_is_no_arrival_of_theirs(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+Bob's letter came in with the morning post, and Ann read it twice over.
+
+"The brass key to the press is gone from its hook," said Ann to the cat.
+
+Bob came in at noon, shaking the rain from his coat.
+
+"I wrote to you that I would come," said Bob.
+""")
+    assert "bob-hale" not in knowers(knows, '"The brass key to the press')
+    assert "bob-hale" in knowers(knows, '"I wrote to you')

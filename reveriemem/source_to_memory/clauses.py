@@ -31,7 +31,7 @@ _COMPARED = re.compile(r"\s+(?:appeared|seemed)\s+(?:(?:far|much|even|yet|still)
 # A modal or a condition before it in the clause makes a described face or hand unreal: "lest some day it
 # should meet Mina's eyes" puts nobody there.
 _UNREAL = re.compile(r"\b(?:should|would|could|might|may|lest|if|unless|whether|never)\b[^.;:!?]*$")
-_BODY_PART = re.compile(
+BODY_PART = re.compile(
     r"^(?:'s|’s|')\s+(?:\w+\s+)?(?:face|eyes|eye|hand|hands|voice|lips|mouth|brow|head|gaze|glance|arm|arms|"
     r"shoulder|shoulders|fingers|cheeks|cheek|expression|features|smile|laugh|step|steps|footsteps)\b"
 )
@@ -85,7 +85,7 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     at_clause_start = (mention.start == fragment_start or _CLAUSE_START.search(before) is not None
                        or _after_fronted_adverbial(before))
     after = text[mention.end : mention.end + 60]
-    if _BODY_PART.match(after):
+    if BODY_PART.match(after):
         return _UNREAL.search(before) is None
     if not at_clause_start:
         return False

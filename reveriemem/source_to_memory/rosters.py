@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import is_action_subject, thinking_subject, turns_to
+from reveriemem.source_to_memory.clauses import BODY_PART, is_action_subject, thinking_subject, turns_to
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -65,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v32"
+ROSTER_VERSION = "roster-v33"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -445,6 +445,8 @@ def _asked(text: str, sentence: tuple[int, int], spans: Sequence[tuple[int, int]
 def _arrives(text: str, sentence: tuple[int, int], mention: Mention) -> bool:
     """Does the sentence naming the character narrate their arrival?"""
     start, end = sentence
+    if _POSSESSED.match(text, mention.end) and not BODY_PART.match(text, mention.end):
+        return False  # "The Count's warning came into my mind": what came is not the character
     return bool(_ARRIVAL.search(text[mention.end:end]) or _DOOR_OPENS.search(text[start:mention.start]))
 
 
