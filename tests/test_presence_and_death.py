@@ -568,3 +568,15 @@ Bob came in at noon, shaking the rain from his coat.
 """)
     assert "bob-hale" not in knowers(knows, '"The brass key to the press')
     assert "bob-hale" in knowers(knows, '"I wrote to you')
+
+
+def test_an_act_in_a_when_clause_inside_a_pluperfect_one_is_an_earlier_time(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+A draught came from the window, which had rattled ever since that wild night when Bob broke the latch, and Ann shivered.
+
+"The brass key to the press is gone from its hook," said Ann to the cat.
+""")
+    assert "bob-hale" not in knowers(knows, '"The brass key to the press')
+    assert not roster["bob-hale"].status().startswith("present")

@@ -67,6 +67,11 @@ _FRONTED = re.compile(
 _GERUND_OPENS = re.compile(r"(?i)(?:at|in|on|after|before|during|towards?|by|within|until|till)\s+\w+ing\b")
 
 
+# A "when" clause inside a pluperfect one tells a time before the scene's ("the flapping, which had begun after
+# that sleep-walking on the cliff at Whitby when Mina saved me").
+_WHEN_IN_THE_PAST = re.compile(r"\bhad\s+(?:\w+ly\s+)?(?:been|begun|come|gone|seen|done|known|[a-z]+ed)\b[^,;:.!?\"“”]*\bwhen\s+(?:the\s+)?$")
+
+
 def _after_fronted_adverbial(before: str) -> bool:
     fronted = _FRONTED.search(before)
     if fronted is None or _CLAUSE_START.search(before[: fronted.start()]) is None:
@@ -89,6 +94,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         return _UNREAL.search(before) is None
     if not at_clause_start:
         return False
+    if _WHEN_IN_THE_PAST.search(text, max(fragment_start, mention.start - 120), mention.start):
+        return False  # "which had begun after that sleep-walking on the cliff when Mina saved me": told, not done here
     # "Holmes and Watson entered", "Ann, Bob and Cy boarded": skip the coordinated names
     coordinated = re.match(r"^(?:,\s+(?:[A-Z][\w.]*\s+){0,2}[A-Z][\w.]*){0,3},?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after) \
         or _WITH_COMPANY.match(after)
