@@ -580,3 +580,14 @@ A draught came from the window, which had rattled ever since that wild night whe
 """)
     assert "bob-hale" not in knowers(knows, '"The brass key to the press')
     assert not roster["bob-hale"].status().startswith("present")
+
+
+def test_when_the_narrator_comes_into_another_room_those_left_behind_do_not_follow(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+Bob and I sat late in the kitchen and talked it all over. Bob is mending the net, and I shall go up to the mill.
+
+When I came into the mill-house the miller was at the stones. The miller told me that the brass key to the press was gone.
+""", cast)
+    assert "bob-hale" not in knowers(knows, "The miller told me that the brass key")
+    assert "ann-moss" in knowers(knows, "The miller told me that the brass key")

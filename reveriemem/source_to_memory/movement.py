@@ -212,7 +212,7 @@ def _named_in(text: str, names: Mapping[str, str], genders: Mapping[str, str], g
 
 # "I" opening a clause of narration (a first-person narrator as subject), then the verb after an adverb.
 # "Joyce and I got out" is the company moving together: no move of the narrator's alone.
-_I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so)\s+)I\s+"
+_I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so|[Ww]hen|[Aa]s\s+soon\s+as)\s+)I\s+"
                       r"(?:\w+ly\s+)?(?:then\s+)?")
 # The narrator's arrival somewhere ("I came back to the stockade", "I entered the house", "I reached the
 # boat", "I found them all three seated round the table"); a pluperfect ("I had come in") is an earlier
