@@ -591,3 +591,19 @@ When I came into the mill-house the miller was at the stones. The miller told me
 """, cast)
     assert "bob-hale" not in knowers(knows, "The miller told me that the brass key")
     assert "ann-moss" in knowers(knows, "The miller told me that the brass key")
+
+
+def test_the_party_coming_back_home_is_a_change_of_place(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+Bob and I waited at the mill while the miller ground the last of the corn.
+
+"The mare is lame again," said Bob.
+
+With heavy hearts we came back to the house, where the lamp was already lit.
+
+The brass key to the press was gone from its hook, and the door of the press stood open.
+""", cast)
+    assert "bob-hale" in knowers(knows, '"The mare is lame')
+    assert "bob-hale" not in knowers(knows, "The brass key to the press was gone")
+    assert "ann-moss" in knowers(knows, "The brass key to the press was gone")

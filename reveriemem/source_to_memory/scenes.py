@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v4"
+SEGMENTER_VERSION = "scenes-v5"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -77,6 +77,7 @@ _TIME_SHIFT_RE = re.compile(
 )
 _ARRIVAL_RE = re.compile(
     rf"\b(?:{_PARTY}\s+(?:had\s+)?(?:arrived|came)\s+(?:at|in)\s|(?:arriving|on\s+arriving)\s+(?:at|in)\s"
+    rf"|{_PARTY}\s+(?:\w+ly\s+)?(?:came\s+back\s+to|got\s+(?:back|home)\b|came\s+home\b|returned\s+(?:home\b|to\s+(?:the|my|our|his|her)\s))"
     rf"|(?:when|as\s+soon\s+as|on|after)\s+(?:{_PARTY}\s+)?(?:had\s+)?(?:reached|reaching|arrived|arriving|got\s+to)\b"
     r"|found\s+(?:ourselves|myself|themselves)\s+(?:once\s+more\s+)?(?:in|at|on|before)\b"
     r"|(?:drew|pulled)\s+up\s+(?:at|before|in\s+front\s+of)\b)"
