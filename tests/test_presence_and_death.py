@@ -607,3 +607,25 @@ The brass key to the press was gone from its hook, and the door of the press sto
     assert "bob-hale" in knowers(knows, '"The mare is lame')
     assert "bob-hale" not in knowers(knows, "The brass key to the press was gone")
     assert "ann-moss" in knowers(knows, "The brass key to the press was gone")
+
+
+def test_one_said_to_be_with_someone_who_is_there_is_there_too(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann was sitting at the door of the mill with her mending in her lap.
+
+Bob and Cy were with Ann at the door, asking questions about the night.
+
+The miller told them that the brass key to the press was gone from its hook.
+""")
+    assert {"bob-hale", "cy-dunn"} <= knowers(knows, "The miller told them that the brass key")
+
+
+def test_one_said_to_be_with_someone_elsewhere_is_not_here(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+Bob was with Cy at the fair in the next town all that day.
+
+The miller told Ann that the brass key to the press was gone from its hook.
+""")
+    assert "bob-hale" not in knowers(knows, "The miller told Ann that the brass key")

@@ -65,7 +65,7 @@ from reveriemem.source_to_memory.movement import (
     stays_behind,
 )
 
-ROSTER_VERSION = "roster-v36"
+ROSTER_VERSION = "roster-v37"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -131,6 +131,10 @@ _SPOKEN_TO = re.compile(
 # A roll of those attending, as minutes of a meeting give it ("Our meeting for report. Present: Professor Van
 # Helsing, Lord Godalming, Dr. Seward, ..."): each name in the list is there.
 _ROLL = re.compile(r"\bPresent:\s+(?:(?:Mrs?|Dr|St|Messrs)\.|[^.;:!?])*$")
+# "X was with Y", "X and Z were with Y": in Y's company (the names between may be anyone's).
+_COORDINATED_NAME = re.compile(r",?\s+and\s+|,\s+")
+_WITH_SOMEONE = re.compile(r"(?:,?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}?)?\s+(?:was|were|is|are)\s+(?:\w+ly\s+|still\s+|now\s+)?"
+                           r"with\s+")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|myself|we|us|our)\b")
 # The company as one subject, acting in scene time: "we went", "We all sat", "the travellers left", "the whole
 # party dined". A modal or future ("we must", "we shall") is no act.
@@ -283,6 +287,9 @@ def scene_evidence(
                     and not _NOT_TOGETHER.search(text, max(fragment_start, mention.start - 60), mention.start):
                 record.actions += 1  # "Arthur, Quincey Morris, and myself--called for the Professor"
                 _present(record, index, sentence[0])
+            if _with_one_here(text, mention, mentions_by_paragraph.get(index, []), evidence, narrator_at.get(index)):
+                record.actions += 1  # "Mr. Morris and Lord Godalming were with Dr. Seward at the door"
+                _present(record, index, sentence[0])
             if _ROLL.search(text, max(paragraph.start, mention.start - 200), mention.start):
                 record.actions += 1
                 _present(record, index, sentence[0])
@@ -412,6 +419,24 @@ def follow_departures(evidence: Mapping[str, RosterEvidence]) -> None:
         for other, record in evidence.items():
             if other not in party:
                 record.events.append((offset, CLOSES))
+
+
+def _with_one_here(text: str, mention: Mention, mentions: Sequence[Mention], evidence: Mapping[str, RosterEvidence],
+                   narrator: str | None) -> bool:
+    """Is the character said to be with someone who is there at that moment ("Mr. Morris and Lord Godalming were
+    with Dr. Seward at the door")? Being with one who is elsewhere ("Quincey Morris is with him") places nobody."""
+    end = mention.end
+    for other in mentions:
+        if other.start < end or other.character == mention.character:
+            continue
+        if _COORDINATED_NAME.fullmatch(text, end, other.start):
+            end = other.end  # "Mr. Morris| and Lord Godalming| were with"
+            continue
+        if not _WITH_SOMEONE.fullmatch(text, end, other.start):
+            return False
+        record = evidence.get(other.character)
+        return other.character == narrator or (record is not None and _open_at(record.events, other.start))
+    return False
 
 
 def _open_at(events: Sequence[tuple[int, str]], offset: int) -> bool:
