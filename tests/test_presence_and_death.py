@@ -629,3 +629,14 @@ Bob was with Cy at the fair in the next town all that day.
 The miller told Ann that the brass key to the press was gone from its hook.
 """)
     assert "bob-hale" not in knowers(knows, "The miller told Ann that the brass key")
+
+
+def test_they_acting_after_a_sentence_naming_two_are_those_two(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+At dusk the latch lifted, and on the step stood Bob and Cy. They came quickly in and shut the door behind them.
+
+The miller's boy told them all that the brass key to the press was gone from its hook.
+""")
+    assert {"bob-hale", "cy-dunn"} <= knowers(knows, "The miller's boy told them all")

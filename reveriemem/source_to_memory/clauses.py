@@ -84,6 +84,24 @@ _WITH_COMPANY = re.compile(r"^\s+and\s+(?:his|her|their)\s+(?:[a-z]+\s+)?(?:comp
                            r"servant|master|mistress|family|guide|men|comrades?|fellow-travellers|sons?|daughters?)\s+")
 
 
+_THEY_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+)They(?=\s)")
+_STOP_BEFORE = re.compile(r"[.!?;]\s")
+
+
+def they_act(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """(start of the sentence before, offset of "They") for each sentence of text[start:end] that an acting
+    "They" opens ("we saw Lord Godalming and Quincey Morris. They came quickly in"): the ones that sentence
+    names are who acts."""
+    out = []
+    for they in _THEY_OPENS.finditer(text, start, end):
+        at = they.end() - len("They")
+        if at == start or not _VERB_AFTER.match(text[at + len("They"):min(end, at + 64)]):
+            continue
+        before = max([start] + [stop.end() for stop in _STOP_BEFORE.finditer(text, start, at - 1)])
+        out.append((before, at))
+    return out
+
+
 def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     """True when the mention opens a clause (perhaps after a fronted adverbial) and is followed by a narrated verb."""
     before = text[max(fragment_start, mention.start - 60) : mention.start]

@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import BODY_PART, is_action_subject, thinking_subject, turns_to
+from reveriemem.source_to_memory.clauses import BODY_PART, is_action_subject, they_act, thinking_subject, turns_to
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -72,7 +72,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v37"
+ROSTER_VERSION = "roster-v38"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -313,6 +313,14 @@ def scene_evidence(
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])
         fragments = narration_fragments(paragraph, spans)
+        if not inset:  # "we saw Lord Godalming and Quincey Morris. They came quickly in": the two named act
+            told = [m for m in mentions_by_paragraph.get(index, []) if not in_spans(m.start, spans)]
+            for a, b in fragments:
+                for before, at in they_act(text, a, b):
+                    they = {m.character for m in told if before <= m.start < at} & evidence.keys()
+                    for slug in they if len(they) >= 2 else ():
+                        evidence[slug].actions += 1
+                        _present(evidence[slug], index, at)
         for slug, offset in pronoun_departures(text, fragments, actors, genders):
             if slug in evidence:
                 evidence[slug].departure_paragraph = index
