@@ -640,3 +640,14 @@ At dusk the latch lifted, and on the step stood Bob and Cy. They came quickly in
 The miller's boy told them all that the brass key to the press was gone from its hook.
 """)
     assert {"bob-hale", "cy-dunn"} <= knowers(knows, "The miller's boy told them all")
+
+
+def test_the_narrator_coming_along_a_corridor_leaves_the_room_behind(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+Bob and I sat late in the parlour, and Bob wept for his brother.
+
+As I came along the corridor I met the miller. The miller told me that the brass key to the press was gone.
+""", cast)
+    assert "bob-hale" not in knowers(knows, "The miller told me that the brass key")
+    assert "ann-moss" in knowers(knows, "The miller told me that the brass key")

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 _PARTS = (
-    r"(?:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|"
+    r"(?:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
     r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
     r"street|town|city|shore|quay|wharf|pier|boat|ship|steamer|garden|yard|court|door|gate|consulate|"
     r"police\s+station|prison|cell|camp|tent|village|forecastle|galley|stockade|block-?\s?house|log-?\s?house|"
@@ -212,13 +212,14 @@ def _named_in(text: str, names: Mapping[str, str], genders: Mapping[str, str], g
 
 # "I" opening a clause of narration (a first-person narrator as subject), then the verb after an adverb.
 # "Joyce and I got out" is the company moving together: no move of the narrator's alone.
-_I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so|[Ww]hen|[Aa]s\s+soon\s+as)\s+)I\s+"
+_I_OPENS = re.compile(r"(?:^|(?<=\n)|(?<=[.!?;:])\s+|(?<=[,;:])\s+(?:and|then|so|but)\s+|\b(?:then|so|[Ww]hen|[Aa]s\s+soon\s+as|[Aa]s)\s+)I\s+"
                       r"(?:\w+ly\s+)?(?:then\s+)?")
 # The narrator's arrival somewhere ("I came back to the stockade", "I entered the house", "I reached the
 # boat", "I found them all three seated round the table"); a pluperfect ("I had come in") is an earlier
 # arrival and no move.
 _NARRATOR_ARRIVES = re.compile(
     r"(?:(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:in|into|back|aboard|ashore)\b|"
+    r"(?:came|went|walked|hurried|ran|crept)\s+(?:along|down|through)\s+the\s+(?:[\w-]+\s+)?" + _PARTS + r"\b|"
     r"(?:came|got|walked|stepped|ran|hurried|crept|climbed)\s+(?:(?:up|down|over|across)\s+)?to\s+(?:the|my|our)\s+"
     r"(?:[\w-]+\s+)?" + _PARTS + r"\b|entered|arrived|returned\s+(?:home|aboard|ashore|to\s+(?:the|my|our)\s+"
     r"(?:[\w-]+\s+)?" + _PARTS + r"\b)|reached\s+(?:the|my|our)\s|"
