@@ -651,3 +651,14 @@ As I came along the corridor I met the miller. The miller told me that the brass
 """, cast)
     assert "bob-hale" not in knowers(knows, "The miller told me that the brass key")
     assert "ann-moss" in knowers(knows, "The miller told me that the brass key")
+
+
+def test_springing_out_of_a_chair_is_no_departure(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann and Bob sat by the fire in the kitchen with the lamp between them.
+
+Bob sprang out of his chair and upset the remainder of his tea.
+
+"The brass key to the press is gone from its hook," said Ann.
+""")
+    assert "bob-hale" in knowers(knows, '"The brass key to the press')
