@@ -381,3 +381,11 @@ Cy walked in from the stables with his coat soaked through and a letter in his h
     assert "bob-hale" in knowers(knows, "The house in the square")  # "we", then Bob acts with no arrival
     assert "cy-dunn" not in knowers(knows, "The house in the square")  # Cy arrives later: not of that company
     assert "cy-dunn" in knowers(knows, "Cy walked in from the stables")
+
+
+def test_getting_up_taking_off_or_letting_go_is_no_departure():
+    for text in ("Bob sprang out of his chair and upset his tea.", "Bob slipped off his shoes by the door.",
+                 "Bob suddenly left hold of me and stood listening."):
+        assert not departs(text, len("Bob"), len(text)), text
+    assert departs("Bob slipped off into the dark.", len("Bob"), 30)
+    assert departs("Bob sprang out of the window.", len("Bob"), 29)

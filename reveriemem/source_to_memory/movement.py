@@ -32,10 +32,10 @@ _PARTS = (
     r"fort|hut|cottage|cave|beach|wood|forest|thicket|hill|island|church|school|shop|tavern|barn|field)s?"
 )
 _LEAVES = (
-    r"left\s+(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
+    r"left\s+(?!hold\s+of\b)(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
     r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
     r"(?:out(?!\s+of\s+(?:his|her|my|their|the|a)\s+(?:\w+\s+)?(?:chair|seat|armchair|bed|berth|bunk|hammock|couch|"
-    r"sofa|reverie|sleep|stupor|trance)\b)|away|off|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
+    r"sofa|reverie|sleep|stupor|trance)\b)|away|off(?!\s+(?:my|his|her|their|your|our)\b)|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
     r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)|"
     # setting off on a way ("set off briskly through the trees", "set out for the coast"), not setting a thing out
     r"(?:set|started)\s+(?:off|out)(?=\s*[.,;!]|\s+(?:\w+ly|again|at\s+once|for|from|on|upon|in|into|through|across|along|"
