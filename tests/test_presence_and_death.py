@@ -662,3 +662,21 @@ Bob sprang out of his chair and upset the remainder of his tea.
 "The brass key to the press is gone from its hook," said Ann.
 """)
     assert "bob-hale" in knowers(knows, '"The brass key to the press')
+
+
+def test_an_arrival_denied_or_imagined_is_none(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+Bob did not come in at supper, and Cy would gladly have hurried into the kitchen, but the snow held him.
+
+"The brass key to the press is gone from its hook," said Ann to the cat.
+
+Bob came in at midnight, shaking the snow from his coat.
+
+"I was held at the mill," said Bob.
+
+Cy came in behind him. "The snow is deep on the hill road," said Cy.
+""")
+    assert not {"bob-hale", "cy-dunn"} & knowers(knows, '"The brass key to the press')
+    assert "bob-hale" in knowers(knows, '"I was held at the mill')

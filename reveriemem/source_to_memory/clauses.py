@@ -126,6 +126,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         return False  # "Quincey wrote me a line too": word from afar, not an act here
     if _AS_BEFORE.search(before) and _INSTRUCTED.match(after):
         return False  # "placed as Dr. Van Helsing directed": an earlier word followed, not an act here
+    if verb.group(1) in ("did", "does") and re.match(r"\s+(?:not|never)\b", after[verb.end():]):
+        return False  # "Bob did not come in": no act
     if verb.group(1) in ("was", "were", "is", "are"):
         rest = after[verb.end() :]
         return not _NOT_PRESENT_AFTER_WAS.match(rest) and _PRESENT_AFTER_WAS.match(rest) is not None

@@ -72,7 +72,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v41"
+ROSTER_VERSION = "roster-v42"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -81,7 +81,7 @@ STATUSES = ("present_active", "present_silent", "referenced", "absent")
 # "Appeared" arrives only at a place or at the sentence's end ("appeared at the door"), not when it
 # means seemed ("Silver himself appeared less terrible").
 _ARRIVAL = re.compile(
-    r"^[^,;:.!?\"]{0,40}?(?<!had )(?<!had just )\b(?:(?:came|comes|come|walked|stepped|burst|hurried|ran|strode|"
+    r"^(?:(?!\b(?:not|never|would|could|should|might|may|must|have|had)\b)[^,;:.!?\"]){0,40}?\b(?:(?:came|comes|come|walked|stepped|burst|hurried|ran|strode|"
     r"rushed)\s+(?:in|into|through|back|up)\b|entered|arrived|appeared(?=[,;:.!?]|\s+(?:at|in|on|upon|from|"
     r"through|before|round|again|out|above|below|behind|among|beside|outside|inside)\b)|returned|"
     r"stood\s+(?:in|on|at)\s+the\s+(?:doorway|door|threshold|step))"
