@@ -680,3 +680,28 @@ Cy came in behind him. "The snow is deep on the hill road," said Cy.
 """)
     assert not {"bob-hale", "cy-dunn"} & knowers(knows, '"The brass key to the press')
     assert "bob-hale" in knowers(knows, '"I was held at the mill')
+
+
+def test_one_who_did_not_go_with_the_others_stayed_there(tmp_path):
+    # the demo's muster: "Mara did not go with them. She had traded her round with Hobb for the night"
+    _, roster, knows = build(tmp_path, """
+The muster broke up after the evening bell, and the lamplighters went out to their rounds.
+
+Bob did not go with them, and sat on in the emptying hall by the cold stove.
+
+The miller's boy ran in and told the hall that the brass key to the press was gone from its hook.
+
+"Then someone has the key," said Bob.
+""")
+    assert "bob-hale" in knowers(knows, "The miller's boy ran in and told the hall")
+
+
+def test_what_one_did_not_notice_or_know_places_nobody(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann sat by the fire in the kitchen with her mending in her lap.
+
+Bob did not notice that the brass key was gone, nor did Cy; neither had been near the press all week.
+
+"The brass key to the press is gone from its hook," said Ann to the cat.
+""")
+    assert "bob-hale" not in knowers(knows, '"The brass key to the press')

@@ -102,6 +102,10 @@ def they_act(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
+_NOT_COMING = re.compile(r"\s+(?:not|never)\s+(?:come|appear|arrive|return|enter|reach|turn\s+up|show\s+(?:up|himself|"
+                         r"herself))\b")
+
+
 def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
     """True when the mention opens a clause (perhaps after a fronted adverbial) and is followed by a narrated verb."""
     before = text[max(fragment_start, mention.start - 60) : mention.start]
@@ -126,8 +130,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         return False  # "Quincey wrote me a line too": word from afar, not an act here
     if _AS_BEFORE.search(before) and _INSTRUCTED.match(after):
         return False  # "placed as Dr. Van Helsing directed": an earlier word followed, not an act here
-    if verb.group(1) in ("did", "does") and re.match(r"\s+(?:not|never)\b", after[verb.end():]):
-        return False  # "Bob did not come in": no act
+    if verb.group(1) in ("did", "does") and _NOT_COMING.match(after[verb.end():]):
+        return False  # "the Count did not come in": no arrival (but "Mara did not go with them" stays there)
     if verb.group(1) in ("was", "were", "is", "are"):
         rest = after[verb.end() :]
         return not _NOT_PRESENT_AFTER_WAS.match(rest) and _PRESENT_AFTER_WAS.match(rest) is not None
@@ -148,7 +152,9 @@ COGNITION = (
     r"(?:was|had\s+been)\s+(?:thinking|planning|wondering|reflecting|calculating|meditating|musing|pondering|"
     r"convinced|persuaded|certain|sure|resolved|determined)|"
     r"had\s+(?:no\s+doubt|hoped|feared|thought|resolved|decided|determined|made\s+up|suspected|believed)|"
-    r"did\s+not\s+(?:doubt|know|suspect|believe)|could\s+not\s+(?:help\s+thinking|understand|believe)|"
+    r"did\s+not\s+(?:quite\s+)?(?:doubt|know|suspect|believe|notice|observe|understand|guess|have\s+the\s+same\s+thoughts|"
+    r"look\s+(?:at|upon)\s+[^.;:!?]{0,40}?\s+in\s+the\s+same\s+light)|"
+    r"could\s+not\s+(?:help\s+thinking|understand|believe)|"
     r"(?:began|came)\s+(?:(?:very|quite|so|rather|more|most|\w+ly)\s+)*to\s+(?:think|wonder|suspect|believe|hope|fear|reflect|understand|conjecture|"
     r"worry|fret|doubt|despair|regard|consider|look\s+upon|feel|realise|realize)|"
     r"was\s+(?:now\s+|quite\s+|wholly\s+|completely\s+)?(?:plunged|lost|absorbed|buried|sunk|deep)\s+in(?:to)?\s+"
