@@ -177,14 +177,15 @@ def run(args: argparse.Namespace, home: str) -> None:
         print(f"{row['id']:5} {row['calls']:>5} {row['prompts'] if row['prompts'] is not None else '-':>7} "
               f"{row['exit_round'] if row['exit_round'] is not None else '-':>4} "
               f"{str(row['stop'])[:14]:14} {str(row['gate']):5} {row['pattern'] or '-':16} {row['seconds']:>8.1f}")
-    calls = [row["calls"] for row in rows]
-    if calls:
-        print(f"calls per query: median {statistics.median(calls):g}, max {max(calls)} over {len(calls)} queries "
+    per_query = [row["calls"] for row in rows]
+    if per_query:
+        print(f"calls per query: median {statistics.median(per_query):g}, max {max(per_query)} over "
+              f"{len(per_query)} queries "
               f"(target: median <= 3)")
-        prompts = [row["prompts"] for row in rows if row["prompts"] is not None]
-        if prompts:
-            print(f"prompts per query (retries not counted): median {statistics.median(prompts):g}, "
-                  f"max {max(prompts)}")
+        prompted = [row["prompts"] for row in rows if row["prompts"] is not None]
+        if prompted:
+            print(f"prompts per query (retries not counted): median {statistics.median(prompted):g}, "
+                  f"max {max(prompted)}")
     failed = sum(1 for row in rows if str(row["stop"]).startswith("failed"))
     print(f"failed queries: {failed}")
     print(f"facts in traces outside the asker's visibility: {outside} (must be 0)")
