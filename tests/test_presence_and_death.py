@@ -705,3 +705,13 @@ Bob did not notice that the brass key was gone, nor did Cy; neither had been nea
 "The brass key to the press is gone from its hook," said Ann to the cat.
 """)
     assert "bob-hale" not in knowers(knows, '"The brass key to the press')
+
+
+def test_one_the_narrator_wakes_or_tells_is_there(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+I kept the fire alive all night in the little hut under the pass, and the wolves howled below.
+
+Near dawn I woke Bob, for the snow had stopped. The brass key of the press, I saw, was gone from the ring.
+""", cast)
+    assert "bob-hale" in knowers(knows, "The brass key of the press")

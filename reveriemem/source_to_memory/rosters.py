@@ -72,7 +72,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v43"
+ROSTER_VERSION = "roster-v44"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -130,11 +130,13 @@ _WITH_NARRATOR = re.compile(
 # that both Van Helsing and I feared", "If Jonathan and I were driving").
 _NOT_TOGETHER = re.compile(r"\b(?:of|that|if|when|both|between|whether|unless)\s+(?:[A-Z][\w.]*,?\s+(?:and\s+)?)*$",
                            re.IGNORECASE)
-# Spoken or turned to in the narration: the listener is there ("said Van Helsing to Arthur", "I told Quincey").
+# Spoken or turned to in the narration, or woken by the narrator: the listener is there ("said Van Helsing to
+# Arthur", "I told Quincey", Van Helsing's "I tell Madam Mina to sleep", "Then I arouse Madam Mina").
 _SPOKEN_TO = re.compile(
     r"\b(?:(?:said|whispered|replied|answered|explained|remarked|observed|added|turned|nodded|bowed|called|cried|"
     r"shouted|murmured|went\s+on|continued)(?:\s+[A-Z][\w.]*){0,2}\s+(?:\w+ly\s+)?to|"
-    r"I\s+(?:\w+ly\s+)?(?:told|asked|answered|warned|assured|begged|implored))\s+(?:the\s+)?$")
+    r"I\s+(?:\w+ly\s+)?(?:told|tell|asked|ask|answered|warned|assured|begged|implored|woke|wake|awoke|aroused|arouse|"
+    r"kissed|helped|lifted|carried|led))\s+(?:the\s+)?$")
 # A roll of those attending, as minutes of a meeting give it ("Our meeting for report. Present: Professor Van
 # Helsing, Lord Godalming, Dr. Seward, ..."): each name in the list is there.
 _ROLL = re.compile(r"\bPresent:\s+(?:(?:Mrs?|Dr|St|Messrs)\.|[^.;:!?])*$")
