@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.079, 0.812),  # 7.6% / 81.5% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.020, 0.940),  # 1.7% / 94.3% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.034, 0.895),  # 2.9% / 90.0% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.034, 0.735),  # 3.2% / 73.8% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.034, 0.737),  # 3.2% / 74.0% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"
