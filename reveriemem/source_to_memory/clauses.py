@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from reveriemem.core.text import NOT_AFTER_TITLE
 from reveriemem.source_to_memory.mentions import Mention
 
 _CLAUSE_START = re.compile(
@@ -85,7 +86,7 @@ _WITH_COMPANY = re.compile(r"^\s+and\s+(?:his|her|their)\s+(?:[a-z]+\s+)?(?:comp
 
 
 _THEY_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+)They(?=\s)")
-_STOP_BEFORE = re.compile(r"[.!?;]\s")
+_STOP_BEFORE = re.compile(NOT_AFTER_TITLE + r"[.!?;]\s")
 
 
 def they_act(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -17,9 +17,9 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from reveriemem.core.text import Paragraph, normalise_space
+from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v5"
+SEGMENTER_VERSION = "scenes-v6"
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -61,7 +61,7 @@ _CUE_RE = re.compile(
 # the first sentence of a paragraph names a time shift or an arrival, or the last
 # sentence of the paragraph before sets the narrating party travelling.
 _QUOTED_RE = re.compile(r"“[^”]*(?:”|$)|\"[^\"]*(?:\"|$)")
-_SENTENCE_END_RE = re.compile(r"(?<!\bMr)(?<!\bMrs)(?<!\bDr)(?<!\bSt)(?<!\bNo)[.!?]+[’'”\")\]]*\s+(?=[A-Z_(])")
+_SENTENCE_END_RE = re.compile(NOT_AFTER_TITLE + r"(?<!\bNo)[.!?]+[’'”\")\]]*\s+(?=[A-Z_(])")
 _PARTY = r"(?:we|I|they|he|she|[A-Z][a-z]+(?:\s+and\s+(?:his|her|[A-Z][a-z]+)(?:\s+\w+)?)?)"
 _VEHICLE = r"(?:cab|hansom|carriage|train|boat|brougham|four-wheeler|coach|gig|trap|wagon|skiff|canoe|steamer|sledge)"
 _TIME_SHIFT_RE = re.compile(
