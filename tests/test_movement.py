@@ -84,6 +84,15 @@ def test_departure_verbs_need_their_own_subject():
     assert not departs(text, len("Bob"), len(text))
 
 
+def test_a_place_named_with_capitals_is_still_a_place_left():
+    # Around the World, ch. XXXIV: Fix stays on the Custom House floor while the three leave
+    text = "Mr. Fogg, Aouda, and Passepartout left the Custom House without delay, got into a cab."
+    assert departs(text, len("Mr. Fogg"), len(text))
+    text = "Bob went to the Reform Club to dine."
+    assert departs(text, len("Bob"), len(text))
+    assert not departs("Bob left the Queen to her thoughts.", 3, 34)
+
+
 def test_setting_off_is_a_departure_and_setting_a_thing_out_is_not():
     text = "Bob took up his hat, put the chart in his pocket, crossed the palisade and set off briskly through the trees."
     assert departs(text, len("Bob"), len(text))

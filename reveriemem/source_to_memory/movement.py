@@ -24,8 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+# A place word, lower case or as part of a proper name ("left the Custom House", "went to the Reform Club").
 _PARTS = (
-    r"(?:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
+    r"(?i:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
     r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
     r"street|town|city|shore|quay|wharf|pier|boat|ship|steamer|garden|yard|court|door|gate|consulate|"
     r"police\s+station|prison|cell|camp|tent|village|forecastle|galley|stockade|block-?\s?house|log-?\s?house|"
