@@ -339,6 +339,19 @@ Bob passed it and kept repeating to himself, "Cy has it. I know that Cy has it."
     assert "ann-moss" not in knowers(knows, "I know that Cy has it")
 
 
+def test_what_follows_a_narrated_question_while_nobody_acts_is_still_the_askers_thought(tmp_path):
+    # Around the World, ch. XII: "What was this cool Englishman thinking of? ... This would be utter folly"
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen over their supper.
+
+Bob looked hard at Ann across the candle. What was she planning? This would be utter folly, and it was \
+hard to believe that she was such a fool. Ann rose and filled the kettle at the pump.
+""")
+    assert knowers(knows, "What was she planning") == {"bob-hale"}
+    assert knowers(knows, "This would be utter folly") == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann rose and filled")
+
+
 def test_when_the_story_follows_a_departing_character_the_others_stay_behind(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

@@ -47,7 +47,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v17"
+EVIDENCE_METHOD = "heuristic:evidence-units-v18"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
@@ -298,6 +298,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     asker = thinker or inner or last_actor
                     participants = ({asker} if asker else set()) | ({narrator} if narrator else set())
                     private = True
+                    if narrator is None and thinker is None:
+                        thinker = asker  # what follows while nobody acts is still their thought
                 inner = thinker
                 if actors:
                     last_actor = actors[-1]
