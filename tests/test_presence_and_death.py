@@ -278,6 +278,20 @@ Ann sat on beside the bed until the grey light came through the shutters.
               CAST + "    dies: \"no such words\"\n")
 
 
+def test_one_said_to_be_gone_is_not_there_for_what_follows(tmp_path):
+    # Treasure Island, ch. XXXIV: "Silver was gone." before the voyage home and Ben Gunn's nineteen days
+    _, _, knows = build(tmp_path, """
+Ann and Bob and Cy sat together at the long table in the kitchen over their supper.
+
+Cy rose from the table and stood by the door. Ann filled the kettle at the pump.
+
+In the morning Cy was gone. Ann and Bob sold the grey mare at the fair for eleven pounds.
+""")
+    assert "cy-dunn" in knowers(knows, "Ann filled the kettle")
+    assert "cy-dunn" not in knowers(knows, "Ann and Bob sold the grey mare")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann and Bob sold the grey mare")
+
+
 def test_narrated_thoughts_are_the_thinkers_alone_until_someone_acts_or_speaks(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

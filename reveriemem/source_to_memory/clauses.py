@@ -89,6 +89,19 @@ _THEY_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+)They(?=\s)")
 _STOP_BEFORE = re.compile(NOT_AFTER_TITLE + r"[.!?;]\s")
 
 
+# "Silver was gone.", "Dick was gone but a little while": said to be no longer there (a state, not an act)
+_GONE = re.compile(r"\s+(?:was|were)\s+(?:already\s+|quite\s+|now\s+|clean\s+)?gone\b"
+                   r"|\s+had\s+(?:already\s+)?(?:disappeared|vanished|gone\s+(?:away|off))\b")
+
+
+def is_gone(text: str, mention: Mention, fragment_start: int) -> bool:
+    """Is the character, as a clause's subject, said to be gone ("Silver was gone")?"""
+    before = text[max(fragment_start, mention.start - 60) : mention.start]
+    at_clause_start = (mention.start == fragment_start or _CLAUSE_START.search(before) is not None
+                       or _after_fronted_adverbial(before))
+    return at_clause_start and _GONE.match(text, mention.end) is not None
+
+
 def they_act(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """(start of the sentence before, offset of "They") for each sentence of text[start:end] that an acting
     "They" opens ("we saw Lord Godalming and Quincey Morris. They came quickly in"): the ones that sentence

@@ -51,7 +51,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
-from reveriemem.source_to_memory.clauses import BODY_PART, is_action_subject, they_act, thinking_subject, turns_to
+from reveriemem.source_to_memory.clauses import (
+    BODY_PART,
+    is_action_subject,
+    is_gone,
+    they_act,
+    thinking_subject,
+    turns_to,
+)
 from reveriemem.source_to_memory.dialogue import Utterance, in_spans, narration_fragments
 from reveriemem.source_to_memory.mentions import Mention, is_relational
 from reveriemem.source_to_memory.movement import (
@@ -72,7 +79,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v46"
+ROSTER_VERSION = "roster-v47"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -314,6 +321,9 @@ def scene_evidence(
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])
+            elif is_gone(text, mention, fragment_start):
+                record.departure_paragraph = index  # "Silver was gone": not there from here on
+                record.events.append((sentence[1], CLOSES))
         fragments = narration_fragments(paragraph, spans)
         if not inset:  # "we saw Lord Godalming and Quincey Morris. They came quickly in": the two named act
             told = [m for m in mentions_by_paragraph.get(index, []) if not in_spans(m.start, spans)]
