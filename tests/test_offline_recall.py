@@ -89,6 +89,19 @@ def test_a_free_form_answer_must_hold_what_is_asked_not_only_a_name() -> None:
     assert answered.stop == "extractive" and answered.used == ["f2"] and "stroke" in answered.reply
 
 
+def test_a_free_form_answer_quotes_the_line_that_holds_what_is_asked_not_the_one_before_it() -> None:
+    # a fact is read with the facts told just after it; the reply quotes the one that answers
+    book = ["The harbour lamps stay with the Guild.", "She did not say what she had seen from the wall before dawn.",
+            "The council sat at noon and rose at three."]
+    rows = [{"fact_id": f"h{i}", "text": t, "evidence": t, "source_start": 100 * i, "source_end": 100 * i + 40}
+            for i, t in enumerate(book)]
+    who = OfflineReasoner(BookEvidence(book, FOLDING), CAL, ["Mara Quell", "Mara"])
+    decision = who.decide(parse_options("What had she seen from the wall before dawn?"), [rows[0]], [],
+                          after={"h0": [rows[1]]})
+    assert decision.stop == "extractive" and decision.used == ["h1"]
+    assert "before dawn" in decision.reply and "Guild" not in decision.reply
+
+
 def test_a_free_form_question_about_a_name_only_is_not_answered_beside_the_point() -> None:
     decision = reasoner(["Jim Hawkins"]).decide(parse_options("What did Silver confess?"), [fact(5)], [])
     assert decision.stop == "refusal" and decision.reply == UNKNOWN

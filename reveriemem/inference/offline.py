@@ -342,7 +342,35 @@ class OfflineReasoner:
         if not self.answers_question(compared) or where is None:
             return OfflineDecision(self.refusal(compared, cal.question_floor, compared.book_on_point), [], "refusal",
                                    detail)
-        return _remembered(pool[where], detail)
+        return _remembered(self._line_of(question.text, where, pool, after), detail)
+
+    def _line_of(self, question: str, where: int, pool: Sequence[Mapping[str, Any]],
+                 after: Mapping[str, Sequence[Mapping[str, Any]]] | None) -> Mapping[str, Any]:
+        """The fact to quote from the passage that answered: the pool fact at `where` was read with the facts
+        told just after it, and the words the question asks may stand in one of those ("The harbour lamps
+        stay with the Guild." / "She did not say what she had seen from this wall before dawn"). The line
+        that holds the question best (`_holds`, then its rarest asked word, then the weight of the asked words
+        it holds), the first at a tie."""
+        head = pool[where]
+        following = list((after or {}).get(str(head.get("fact_id")), ()))
+        if not following:
+            end = _span(head)[1]
+            following = sorted((r for r in pool if end is not None and (start := _span(r)[0]) is not None
+                                and end <= start <= end + NEIGHBOUR_GAP and r is not head),
+                               key=lambda r: _span(r)[0] or 0)
+        if not following:
+            return head
+        text = self.folding.apply(question)
+        rarest = self._rarest(text)
+        holds = self._holds(text, rarest)
+        asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        weight = (self.rarity or Rarity([])).weight
+        lines = [head, *following]
+
+        def fit(i: int) -> tuple[bool, bool, float, int]:
+            words = term_set(self.folding.apply(fact_passage(lines[i])))
+            return holds(" ".join(words)), bool(rarest) and rarest <= words, sum(map(weight, asked & words)), -i
+        return lines[max(range(len(lines)), key=fit)]
 
     def _about(self, subject: str, pool: Sequence[Mapping[str, Any]],
                detail: dict[str, Any]) -> OfflineDecision | None:
