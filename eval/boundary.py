@@ -35,6 +35,7 @@ from typing import Any
 
 from reveriemem.core.errors import RegistryError, ReverieMemError
 from reveriemem.core.registry import Book
+from reveriemem.core.text import find_text
 
 PRESENT_STATUSES = ("present_active", "present_silent")
 
@@ -212,11 +213,11 @@ def locate_passages(book: Book, passages: Sequence[PresencePassage]) -> list[Loc
     text, body_start, body_end = book.text, book.body_start, book.body_end
     starts: list[int] = []
     for passage in passages:
-        found = text.find(passage.marker, body_start, body_end)
+        found = find_text(text, passage.marker, body_start, body_end)
         if found < 0:
             raise PresenceAnnotationError(f"The marker of passage {passage.id} ({passage.marker!r}) is not in "
                                           f"the story text of {book.slug}.")
-        if text.find(passage.marker, found + 1, body_end) >= 0:
+        if find_text(text, passage.marker, found + 1, body_end) >= 0:
             raise PresenceAnnotationError(f"The marker of passage {passage.id} ({passage.marker!r}) occurs more "
                                           f"than once in the story text of {book.slug}; lengthen it.")
         if starts and found <= starts[-1]:

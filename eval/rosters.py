@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from reveriemem.core.text import find_text
 from reveriemem.models import ModelHandle
 from reveriemem.source_to_memory.preparation import judge_rosters, prepare_scenes
 from reveriemem.source_to_memory.reading import BookReading
@@ -32,7 +33,7 @@ def gold_scene_spans(reading: BookReading, gold: dict[str, Any]) -> list[Span]:
     text = reading.book.text
     starts = []
     for scene in gold["scenes"]:
-        offset = text.find(scene["start_marker"], reading.book.body_start)
+        offset = find_text(text, scene["start_marker"], reading.book.body_start)
         if offset < 0:
             raise ValueError(f"Gold start marker not found: {scene['start_marker']!r}")
         starts.append(offset)

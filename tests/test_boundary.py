@@ -80,6 +80,23 @@ def test_a_missing_or_repeated_marker_is_an_error_naming_the_passage(marker, mes
         locate_passages(tale(), bad)
 
 
+def test_a_marker_copied_in_a_chapter_openings_small_capitals_is_found(tmp_path: Path):
+    from reveriemem.core.registry import prepare_book
+
+    (tmp_path / "tale.txt").write_text("CHAPTER I.\n\nANN sat alone by the fire all evening and thought of home.\n\n"
+                                       "Bob came in from the yard and spoke to Ann about the grey mare.\n",
+                                       encoding="utf-8")
+    (tmp_path / "cast.yaml").write_text("characters:\n  - name: Ann Lee\n    aliases: [Ann]\n"
+                                        "    dies: \"ANN sat alone\"\n  - name: Bob Roe\n    aliases: [Bob]\n",
+                                        encoding="utf-8")
+    book, _ = prepare_book(tmp_path / "tale.txt", tmp_path / "cast.yaml")
+    assert book.text.startswith("CHAPTER I.\n\nAnn sat alone")  # read as the name, at the file's offsets
+    assert book.character("Ann Lee").death_offset == len("CHAPTER I.\n\n")
+    located = locate_passages(book, [PresencePassage("p1", "ANN sat alone by the fire", ("Ann Lee",)),
+                                     PresencePassage("p2", "Bob came in", ("Ann Lee", "Bob Roe"))])
+    assert [p.start for p in located] == [len("CHAPTER I.\n\n"), book.text.index("Bob came in")]
+
+
 def test_markers_out_of_story_order_and_unknown_names_are_errors():
     book = tale()
     with pytest.raises(PresenceAnnotationError, match="p2 comes before"):

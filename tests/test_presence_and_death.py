@@ -292,6 +292,16 @@ In the morning Cy was gone. Ann and Bob sold the grey mare at the fair for eleve
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann and Bob sold the grey mare")
 
 
+def test_a_name_in_the_small_capitals_of_a_chapter_opening_is_the_character(tmp_path):
+    # Treasure Island and Tom Sawyer open chapters so: "WE rode hard", "TOM appeared on the sidewalk"
+    _, _, knows = build(tmp_path, """
+ANN came into the kitchen and sat down at the long table beside Bob, shaking the rain from her shawl.
+
+The kettle began to sing on the hob while the rain beat upon the shutters of the kitchen.
+""")
+    assert "ann-moss" in knowers(knows, "The kettle began to sing")
+
+
 def test_narrated_thoughts_are_the_thinkers_alone_until_someone_acts_or_speaks(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

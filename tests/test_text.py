@@ -3,7 +3,15 @@ from pathlib import Path
 import pytest
 
 from reveriemem.core.errors import BookInputError
-from reveriemem.core.text import decode_book_bytes, find_body, read_book_file, sentence_runs, split_paragraphs
+from reveriemem.core.text import (
+    decode_book_bytes,
+    find_body,
+    find_text,
+    fold_small_caps,
+    read_book_file,
+    sentence_runs,
+    split_paragraphs,
+)
 
 
 def test_utf8_with_bom_and_crlf_keeps_offsets_into_the_decoded_text():
@@ -56,3 +64,16 @@ def test_a_title_before_a_name_ends_no_sentence_run():
                         "He lived at No. 7, Saville Row.", "\"No.\""]
     assert "".join(run.group() for run in sentence_runs(text)) == text  # runs still cover the text, in order
     assert [run.group() for run in sentence_runs("I wrote to Mr.")] == ["I wrote to Mr."]  # at the end, it ends one
+
+
+def test_a_chapter_opening_in_small_capitals_reads_as_its_word_at_the_same_offsets():
+    text = ("CHAPTER IV.\r\n\r\nTHE SEA CHEST\r\n\r\nWE rode hard all the way.\r\n\r\n\"WELL, sir,\" said he. "
+            "The NOT in a sentence stays.\r\n\r\nHISPANIOLA and offered a target.")
+    folded = fold_small_caps(text)
+    assert len(folded) == len(text)
+    assert "\r\nWe rode hard" in folded and '"Well, sir,"' in folded and "\r\nHispaniola and" in folded
+    assert "CHAPTER IV." in folded and "THE SEA CHEST" in folded and "The NOT in" in folded  # headings, emphasis
+    assert fold_small_caps(folded) == folded
+    # a marker copied from the book file, capitals and all, is found in the folded text
+    assert find_text(folded, "WE rode hard") == text.index("WE rode hard")
+    assert find_text(folded, "no such words") == -1

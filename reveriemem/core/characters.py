@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from reveriemem.core.errors import CharacterFileError
+from reveriemem.core.text import find_text, fold_small_caps
 
 GENDERS = ("male", "female", "other")
 FILE_KEYS = ("title", "characters")
@@ -228,10 +229,10 @@ def resolve_deaths(characters: list[Character], text: str, body: tuple[int, int]
         if marker is None or marker == "never":
             character.death_offset = None
             continue
-        found = text.find(marker, start, end)
+        found = find_text(text, marker, start, end)
         if found == -1:
             raise CharacterFileError(f"The `dies` text {marker!r} of {character.name} never occurs in {source}.")
-        if text.find(marker, found + 1, end) != -1:
+        if find_text(text, marker, found + 1, end) != -1:
             raise CharacterFileError(
                 f"The `dies` text {marker!r} of {character.name} occurs more than once in {source}; lengthen it."
             )
@@ -254,7 +255,8 @@ def resolve_narrator_spans(
             character.narrator_spans = [(start, end)]
             continue
         for spec in character.narrator_span_specs:
-            positions = [m.start() for m in re.finditer(re.escape(spec.start), text[start:end])]
+            positions = sorted({m.start() for form in {spec.start, fold_small_caps(spec.start)}
+                                for m in re.finditer(re.escape(form), text[start:end])})
             if not positions:
                 raise CharacterFileError(
                     f"The narrator span start {spec.start!r} of {character.name} never occurs in {source}."
@@ -265,7 +267,7 @@ def resolve_narrator_spans(
     for index, (opening, character, spec) in enumerate(openings):
         closing = openings[index + 1][0] if index + 1 < len(openings) else end
         if spec.end:
-            found = text.find(spec.end, opening + len(spec.start), closing)
+            found = find_text(text, spec.end, opening + len(spec.start), closing)
             if found != -1:
                 closing = found
         spans.setdefault(character.slug, []).append((opening, closing))

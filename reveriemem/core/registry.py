@@ -33,7 +33,7 @@ from reveriemem.core.characters import (
 from reveriemem.core.errors import RegistryError
 from reveriemem.core.object_store import Files, join
 from reveriemem.core.settings import data_home, store_uri
-from reveriemem.core.text import book_shape_warnings, find_body, read_book_file, word_count
+from reveriemem.core.text import book_shape_warnings, find_body, fold_small_caps, read_book_file, word_count
 
 
 @dataclass
@@ -75,14 +75,15 @@ def prepare_book(
 ) -> tuple[Book, list[str]]:
     """Read, decode and validate a book and its character file, writing nothing."""
     decoded = read_book_file(path)
+    text = fold_small_caps(decoded.text)  # same offsets as the file; chapter openings in small capitals read as words
     slug = slugify(slug or path.stem)
     title, characters = load_character_file(characters_file)
-    body = find_body(decoded.text)
-    if word_count(decoded.text[body[0] : body[1]]) < 20:
+    body = find_body(text)
+    if word_count(text[body[0] : body[1]]) < 20:
         raise RegistryError(f"The book file {path} has no story text once its framing is removed.")
     raw = path.read_bytes()
-    warnings = [*decoded.warnings, *book_shape_warnings(decoded.text, len(raw), str(path))]
-    warnings += validate_characters(characters, decoded.text, body, str(path))
+    warnings = [*decoded.warnings, *book_shape_warnings(text, len(raw), str(path))]
+    warnings += validate_characters(characters, text, body, str(path))
     info = {
         "slug": slug,
         "title": title or slug.replace("-", " ").title(),
@@ -92,14 +93,14 @@ def prepare_book(
         "encoding": decoded.encoding,
         "body_start": body[0],
         "body_end": body[1],
-        "chars": len(decoded.text),
-        "body_words": word_count(decoded.text[body[0] : body[1]]),
+        "chars": len(text),
+        "body_words": word_count(text[body[0] : body[1]]),
         "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     book = Book(
         slug=slug,
         title=str(info["title"]),
-        text=decoded.text,
+        text=text,
         body_start=body[0],
         body_end=body[1],
         characters=characters,
@@ -207,7 +208,7 @@ def load_book(slug: str, home: Path | None = None) -> Book:
     return Book(
         slug=slug,
         title=info["title"],
-        text=text,
+        text=fold_small_caps(text),  # a book registered before openings were folded reads as one registered now
         body_start=int(info["body_start"]),
         body_end=int(info["body_end"]),
         characters=[Character.from_record(r) for r in records],

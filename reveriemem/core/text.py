@@ -230,6 +230,29 @@ def quoted_documents(text: str) -> frozenset[int]:
     return frozenset(starts)
 
 
+# A paragraph's first word printed in capitals before lower case, the typesetter's small capitals at a
+# chapter's opening ("WE rode hard all the way", "IN the year 1878", '"WELL, sir," said he'): read as the
+# word it is, so rules written for "We" or "In" and names like "Jim" see it. Same length, same offsets.
+_SMALL_CAPS_OPENING = re.compile(r"(?:(?<=\n\n)|(?<=\n\r\n)|\A)([\"“‘'_]?)([A-Z])([A-Z]+)(?=[\s,;:.!?—-]+[a-z(\"“‘'])")
+
+
+def fold_small_caps(text: str) -> str:
+    """`text` with each paragraph's opening word in capitals set in its ordinary case (see `_SMALL_CAPS_OPENING`);
+    every offset is unchanged."""
+    return _SMALL_CAPS_OPENING.sub(lambda m: m.group(1) + m.group(2) + m.group(3).lower(), text)
+
+
+def find_text(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
+    """Where `marker`, copied from the book file, first occurs in a book's text (`Book.text`, whose paragraph
+    openings are `fold_small_caps`-ed): as written, or with its own opening folded the same way ("IN the year
+    1878 I took my degree"); -1 if neither."""
+    found = text.find(marker, start, end)
+    folded = fold_small_caps(marker)
+    if found < 0 and folded != marker:
+        found = text.find(folded, start, end)
+    return found
+
+
 def normalise_space(text: str) -> str:
     """Collapse line breaks and runs of spaces, for analysis (not for offsets)."""
     return re.sub(r"\s+", " ", text).strip()
