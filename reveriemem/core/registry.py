@@ -1,7 +1,8 @@
 """The book registry: what `reveriemem add-book` records under the data home.
 
 A registered book is a folder `<home>/books/<slug>/` holding the decoded text
-(`source.txt`, UTF-8, offsets unchanged), `book.json` (provenance and body
+(`source.txt`, UTF-8, offsets unchanged; a paragraph's opening word printed in
+small capitals is set in its ordinary case, `core.text.fold_small_caps`), `book.json` (provenance and body
 offsets) and `characters.json` (validated focus characters with narrator
 spans as offsets). A folder is written under a temporary name and renamed
 into place, so a failed registration never leaves half a book behind and
