@@ -35,7 +35,7 @@ from typing import Any
 
 from reveriemem.core.errors import RegistryError, ReverieMemError
 from reveriemem.core.registry import Book
-from reveriemem.core.text import find_text
+from reveriemem.core.text import find_all_text
 
 PRESENT_STATUSES = ("present_active", "present_silent")
 
@@ -213,11 +213,12 @@ def locate_passages(book: Book, passages: Sequence[PresencePassage]) -> list[Loc
     text, body_start, body_end = book.text, book.body_start, book.body_end
     starts: list[int] = []
     for passage in passages:
-        found = find_text(text, passage.marker, body_start, body_end)
+        occurrences = find_all_text(text, passage.marker, body_start, body_end)
+        found = occurrences[0] if occurrences else -1
         if found < 0:
             raise PresenceAnnotationError(f"The marker of passage {passage.id} ({passage.marker!r}) is not in "
                                           f"the story text of {book.slug}.")
-        if find_text(text, passage.marker, found + 1, body_end) >= 0:
+        if len(occurrences) > 1:
             raise PresenceAnnotationError(f"The marker of passage {passage.id} ({passage.marker!r}) occurs more "
                                           f"than once in the story text of {book.slug}; lengthen it.")
         if starts and found <= starts[-1]:

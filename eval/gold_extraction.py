@@ -19,6 +19,7 @@ from dspy_programs.knowledge import ExtractSceneGraph
 from dspy_programs.scenes import SceneContinuity, SceneRoster
 from eval.rosters import gold_scene_spans
 from reveriemem.core.registry import Book
+from reveriemem.core.text import fold_small_caps
 from reveriemem.models import FakeModel
 from reveriemem.source_to_memory.entities import canonical_entities, memberships
 from reveriemem.source_to_memory.facts import accounts_of, assign_visibility, presences_from_rosters, relation_facts
@@ -28,7 +29,8 @@ from reveriemem.source_to_memory.semantic import extract_scene_graphs
 
 
 def _normal(text: str) -> str:
-    return " ".join(text.replace("’", "'").split())
+    """Words copied from the book file, as the book's text reads them (`fold_small_caps`: "WE rode" is "We rode")."""
+    return " ".join(fold_small_caps(text).replace("’", "'").split())
 
 
 def gold_graph_handler(book: Book, gold: dict[str, Any]):

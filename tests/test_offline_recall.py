@@ -100,6 +100,13 @@ def test_a_free_form_answer_quotes_the_line_that_holds_what_is_asked_not_the_one
                           after={"h0": [rows[1]]})
     assert decision.stop == "extractive" and decision.used == ["h1"]
     assert "before dawn" in decision.reply and "Guild" not in decision.reply
+    # a line that itself asks is never the one quoted, even when it repeats the question's words
+    asking = {"fact_id": "hq", "text": "What had she seen from the wall before dawn?", "source_start": 50,
+              "source_end": 95}
+    asking["evidence"] = asking["text"]
+    decision = who.decide(parse_options("What had she seen from the wall before dawn?"), [rows[0]], [],
+                          after={"h0": [asking, rows[1]]})
+    assert decision.used == ["h1"] and not decision.reply.rstrip('"').endswith("?")
 
 
 def test_a_free_form_question_about_a_name_only_is_not_answered_beside_the_point() -> None:

@@ -290,6 +290,21 @@ In the morning Cy was gone. Ann and Bob sold the grey mare at the fair for eleve
     assert "cy-dunn" in knowers(knows, "Ann filled the kettle")
     assert "cy-dunn" not in knowers(knows, "Ann and Bob sold the grey mare")
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann and Bob sold the grey mare")
+    _, _, knows = build(tmp_path, """
+Ann and Bob and Cy sat together at the long table in the kitchen over their supper.
+
+Cy rose from the table and stood by the door. Ann filled the kettle at the pump.
+
+In the morning Cy was already gone. Ann and Bob sold the grey mare at the fair for eleven pounds.
+""")
+    assert "cy-dunn" not in knowers(knows, "Ann and Bob sold the grey mare")  # "already gone" is no presence
+    _, _, knows = build(tmp_path, """
+Ann and Bob and Cy sat together at the long table in the kitchen over their supper.
+
+Ann had kept the farm alone for three long years while Cy was gone to sea. The rain beat upon the \
+shutters all that evening.
+""")
+    assert "cy-dunn" in knowers(knows, "The rain beat upon the shutters")  # an absence told as a time
 
 
 def test_a_name_in_the_small_capitals_of_a_chapter_opening_is_the_character(tmp_path):

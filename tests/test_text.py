@@ -5,6 +5,7 @@ import pytest
 from reveriemem.core.errors import BookInputError
 from reveriemem.core.text import (
     decode_book_bytes,
+    find_all_text,
     find_body,
     find_text,
     fold_small_caps,
@@ -77,3 +78,9 @@ def test_a_chapter_opening_in_small_capitals_reads_as_its_word_at_the_same_offse
     # a marker copied from the book file, capitals and all, is found in the folded text
     assert find_text(folded, "WE rode hard") == text.index("WE rode hard")
     assert find_text(folded, "no such words") == -1
+    # nothing across a paragraph break, no numeral, no signature
+    for kept in ("II.\n\n\u201cWell,\u201d said Ann", "XIV said the clerk", '"LUCY."\n\nThe next day', "CONTENTS\n\nI. The"):
+        assert fold_small_caps(kept) == kept, kept
+    # a folded form counts only where a paragraph opens: the marker is found once, at its own place
+    text = "At dawn. Ann sat alone by the window.\n\nANN sat alone by the fire."
+    assert find_all_text(fold_small_caps(text), "ANN sat alone") == [text.index("ANN sat alone")]

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from reveriemem.core.errors import CharacterFileError
-from reveriemem.core.text import find_text, fold_small_caps
+from reveriemem.core.text import find_all_text, find_text
 
 GENDERS = ("male", "female", "other")
 FILE_KEYS = ("title", "characters")
@@ -229,14 +229,14 @@ def resolve_deaths(characters: list[Character], text: str, body: tuple[int, int]
         if marker is None or marker == "never":
             character.death_offset = None
             continue
-        found = find_text(text, marker, start, end)
-        if found == -1:
+        occurrences = find_all_text(text, marker, start, end)
+        if not occurrences:
             raise CharacterFileError(f"The `dies` text {marker!r} of {character.name} never occurs in {source}.")
-        if find_text(text, marker, found + 1, end) != -1:
+        if len(occurrences) > 1:
             raise CharacterFileError(
                 f"The `dies` text {marker!r} of {character.name} occurs more than once in {source}; lengthen it."
             )
-        character.death_offset = found
+        character.death_offset = occurrences[0]
 
 
 def resolve_narrator_spans(
@@ -255,8 +255,7 @@ def resolve_narrator_spans(
             character.narrator_spans = [(start, end)]
             continue
         for spec in character.narrator_span_specs:
-            positions = sorted({m.start() for form in {spec.start, fold_small_caps(spec.start)}
-                                for m in re.finditer(re.escape(form), text[start:end])})
+            positions = [p - start for p in find_all_text(text, spec.start, start, end)]
             if not positions:
                 raise CharacterFileError(
                     f"The narrator span start {spec.start!r} of {character.name} never occurs in {source}."

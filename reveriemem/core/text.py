@@ -230,10 +230,12 @@ def quoted_documents(text: str) -> frozenset[int]:
     return frozenset(starts)
 
 
-# A paragraph's first word printed in capitals before lower case, the typesetter's small capitals at a
-# chapter's opening ("WE rode hard all the way", "IN the year 1878", '"WELL, sir," said he'): read as the
-# word it is, so rules written for "We" or "In" and names like "Jim" see it. Same length, same offsets.
-_SMALL_CAPS_OPENING = re.compile(r"(?:(?<=\n\n)|(?<=\n\r\n)|\A)([\"“‘'_]?)([A-Z])([A-Z]+)(?=[\s,;:.!?—-]+[a-z(\"“‘'])")
+# A paragraph's first word printed in capitals before lower case on the same line, the typesetter's small
+# capitals at a chapter's opening ("WE rode hard all the way", "IN the year 1878", '"WELL, sir," said he'):
+# read as the word it is, so rules written for "We" or "In" and names like "Jim" see it. Same length, same
+# offsets. A heading, a signature ('"LUCY."') or a Roman numeral is left as it is.
+_PARAGRAPH_OPENING = r"(?:(?<=\n\n)|(?<=\n\r\n)|\A)"
+_SMALL_CAPS_OPENING = re.compile(_PARAGRAPH_OPENING + r"([\"“‘'_]?)(?![IVXLCDM]+\b)([A-Z])([A-Z]+)(?=[,;:.!?—-]*[ \t]+[a-z])")
 
 
 def fold_small_caps(text: str) -> str:
@@ -242,15 +244,22 @@ def fold_small_caps(text: str) -> str:
     return _SMALL_CAPS_OPENING.sub(lambda m: m.group(1) + m.group(2) + m.group(3).lower(), text)
 
 
-def find_text(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
-    """Where `marker`, copied from the book file, first occurs in a book's text (`Book.text`, whose paragraph
-    openings are `fold_small_caps`-ed): as written, or with its own opening folded the same way ("IN the year
-    1878 I took my degree"); -1 if neither."""
-    found = text.find(marker, start, end)
+def find_all_text(text: str, marker: str, start: int = 0, end: int | None = None) -> list[int]:
+    """Every offset where `marker`, copied from the book file, occurs in a book's text (`Book.text`, whose
+    paragraph openings are `fold_small_caps`-ed), in order: as written anywhere, and with its own opening
+    folded the same way where a paragraph opens ("IN the year 1878 I took my degree")."""
+    end = len(text) if end is None else end
+    found = {m.start() for m in re.compile(re.escape(marker)).finditer(text, start, end)}
     folded = fold_small_caps(marker)
-    if found < 0 and folded != marker:
-        found = text.find(folded, start, end)
-    return found
+    if folded != marker:
+        found |= {m.start() for m in re.compile(_PARAGRAPH_OPENING + re.escape(folded)).finditer(text, start, end)}
+    return sorted(found)
+
+
+def find_text(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
+    """The first offset of `find_all_text`, or -1."""
+    found = find_all_text(text, marker, start, end)
+    return found[0] if found else -1
 
 
 def normalise_space(text: str) -> str:

@@ -68,16 +68,23 @@ def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None
     """Each passage with the passages the book tells within `NEIGHBOUR_GAP` characters after it ends,
     in story order: a sentence and what follows it, read together ("I telegraphed to Cleveland" /
     "The answer was conclusive." / "It told me that Drebber had applied for the protection of the law")."""
-    order = sorted((i for i in range(len(passages)) if spans[i][0] is not None), key=lambda i: spans[i][0] or 0)
+    after = following(spans)
+    return [" ".join([passage, *(passages[j] for j in after[i])]) if after[i] else passage
+            for i, passage in enumerate(passages)]
+
+
+def following(spans: Sequence[tuple[int | None, int | None]]) -> list[list[int]]:
+    """For each span, the indices of the spans that start within `NEIGHBOUR_GAP` characters after it ends, in
+    story order (what `joined` reads with it)."""
+    order = sorted((i for i in range(len(spans)) if spans[i][0] is not None), key=lambda i: spans[i][0] or 0)
     starts = [spans[i][0] or 0 for i in order]
-    out = list(passages)
+    out: list[list[int]] = []
     for i, (_, end) in enumerate(spans):
         if end is None:
+            out.append([])
             continue
         lo, hi = bisect.bisect_left(starts, end), bisect.bisect_right(starts, end + NEIGHBOUR_GAP)
-        after = [passages[j] for j in order[lo:hi] if j != i]
-        if after:
-            out[i] = " ".join([passages[i], *after])
+        out.append([j for j in order[lo:hi] if j != i])
     return out
 
 
@@ -352,24 +359,21 @@ class OfflineReasoner:
         that holds the question best (`_holds`, then its rarest asked word, then the weight of the asked words
         it holds), the first at a tie."""
         head = pool[where]
-        following = list((after or {}).get(str(head.get("fact_id")), ()))
-        if not following:
-            end = _span(head)[1]
-            following = sorted((r for r in pool if end is not None and (start := _span(r)[0]) is not None
-                                and end <= start <= end + NEIGHBOUR_GAP and r is not head),
-                               key=lambda r: _span(r)[0] or 0)
-        if not following:
+        after_head = (after or {}).get(str(head.get("fact_id")))
+        lines = [head, *(after_head if after_head else (pool[j] for j in following([_span(r) for r in pool])[where]))]
+        lines = [head, *(row for row in lines[1:] if not asks(row))]  # a line that asks answers nothing
+        if len(lines) == 1:
             return head
         text = self.folding.apply(question)
         rarest = self._rarest(text)
         holds = self._holds(text, rarest)
         asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
         weight = (self.rarity or Rarity([])).weight
-        lines = [head, *following]
 
         def fit(i: int) -> tuple[bool, bool, float, int]:
-            words = term_set(self.folding.apply(fact_passage(lines[i])))
-            return holds(" ".join(words)), bool(rarest) and rarest <= words, sum(map(weight, asked & words)), -i
+            passage = self.folding.apply(fact_passage(lines[i]))
+            words = term_set(passage)
+            return holds(passage), bool(rarest) and rarest <= words, sum(map(weight, asked & words)), -i
         return lines[max(range(len(lines)), key=fit)]
 
     def _about(self, subject: str, pool: Sequence[Mapping[str, Any]],

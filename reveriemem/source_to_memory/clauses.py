@@ -7,6 +7,7 @@ import re
 
 from reveriemem.core.text import NOT_AFTER_TITLE
 from reveriemem.source_to_memory.mentions import Mention
+from reveriemem.source_to_memory.movement import GONE
 
 _CLAUSE_START = re.compile(
     r"(?:^|[.!?;:]\s+|[—–]\s*|--\s*|\b(?:and|but|then|while|as|when|where|till|until|before|after|so|yet|now)\s+"
@@ -89,17 +90,18 @@ _THEY_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+)They(?=\s)")
 _STOP_BEFORE = re.compile(NOT_AFTER_TITLE + r"[.!?;]\s")
 
 
-# "Silver was gone.", "Dick was gone but a little while": said to be no longer there (a state, not an act)
-_GONE = re.compile(r"\s+(?:was|were)\s+(?:already\s+|quite\s+|now\s+|clean\s+)?gone\b"
-                   r"|\s+had\s+(?:already\s+)?(?:disappeared|vanished|gone\s+(?:away|off))\b")
+_GONE = re.compile(rf"\s+(?:{GONE})")
+# "while Cy was gone to sea": a time told by an absence, not an absence now
+_WHILE = re.compile(r"\b(?:while|whilst|when|since|till|until|before|after|as|if|though)\s+$", re.IGNORECASE)
 
 
 def is_gone(text: str, mention: Mention, fragment_start: int) -> bool:
-    """Is the character, as a clause's subject, said to be gone ("Silver was gone")?"""
+    """Is the character, as a main clause's subject, said to be gone ("Silver was gone", "In the morning Cy was
+    already gone")?"""
     before = text[max(fragment_start, mention.start - 60) : mention.start]
     at_clause_start = (mention.start == fragment_start or _CLAUSE_START.search(before) is not None
                        or _after_fronted_adverbial(before))
-    return at_clause_start and _GONE.match(text, mention.end) is not None
+    return at_clause_start and not _WHILE.search(before) and _GONE.match(text, mention.end) is not None
 
 
 def they_act(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -299,7 +299,10 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     participants = ({asker} if asker else set()) | ({narrator} if narrator else set())
                     private = True
                     if narrator is None and thinker is None:
-                        thinker = asker  # what follows while nobody acts is still their thought
+                        # what follows while nobody acts is still their thought; when it is in fact an event
+                        # ("What could be inside it? The chest was full of gold coins") the others lose it:
+                        # a sentence that may be either is withheld rather than granted
+                        thinker = asker
                 inner = thinker
                 if actors:
                     last_actor = actors[-1]

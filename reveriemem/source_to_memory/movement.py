@@ -24,20 +24,27 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-# A place word, lower case or as part of a proper name ("left the Custom House", "went to the Reform Club").
-_PARTS = (
-    r"(?i:cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
+# Said to be gone, a state ("Silver was gone.", "Dick was gone but a little while"), not gone over or for a soldier.
+GONE = (r"(?:was|were)\s+(?:already\s+|quite\s+|now\s+|clean\s+)?gone\b(?!\s+(?:over|through|on|for)\b)"
+        r"|had\s+(?:already\s+)?(?:disappeared|vanished|gone\s+away)\b")
+_PART_WORDS = (
+    r"cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
     r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
     r"street|town|city|shore|quay|wharf|pier|boat|ship|steamer|garden|yard|court|door|gate|consulate|"
     r"police\s+station|prison|cell|camp|tent|village|forecastle|galley|stockade|block-?\s?house|log-?\s?house|"
-    r"fort|hut|cottage|cave|beach|wood|forest|thicket|hill|island|church|school|shop|tavern|barn|field)s?"
+    r"fort|hut|cottage|cave|beach|wood|forest|thicket|hill|island|church|school|shop|tavern|barn|field"
 )
+_PARTS = rf"(?:{_PART_WORDS})s?"
+# A place word closing a proper name after "the" ("left the Custom House", "went to the Reform Club"); a name
+# alone is a person ("left Carter at the gate"), and "the Court Circular" is no place.
+_NAMED_PART = rf"the\s+(?:[A-Z][\w'’-]*\s+){{1,3}}(?i:{_PART_WORDS})s?\b"
 _LEAVES = (
-    r"left\s+(?!hold\s+of\b)(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"|left\s+(?:us|them|him|her|me)\b|"
+    r"left\s+(?!hold\s+of\b)(?:(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"\b|" + _NAMED_PART + r")"
+    r"|left\s+(?:us|them|him|her|me)\b|"
     r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
     r"(?:out(?!\s+of\s+(?:his|her|my|their|the|a)\s+(?:\w+\s+)?(?:chair|seat|armchair|bed|berth|bunk|hammock|couch|"
     r"sofa|reverie|sleep|stupor|trance)\b)|away|off(?!\s+(?:my|his|her|their|your|our)\b)|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
-    r"was\s+gone|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)|"
+    + GONE + r"|took\s+(?:his|her)\s+leave|disappeared|withdrew\s+from|retired\s+(?:to|for)|"
     # setting off on a way ("set off briskly through the trees", "set out for the coast"), not setting a thing out
     r"(?:set|started)\s+(?:off|out)(?=\s*[.,;!]|\s+(?:\w+ly|again|at\s+once|for|from|on|upon|in|into|through|across|along|"
     r"towards?|to|with|by|down|up|over|home)\b)|"
@@ -49,7 +56,7 @@ _GOES_TO = (
     r"(?:went|walked|proceeded|descended|ascended|returned|repaired|hurried|hastened|rushed|ran|climbed|"
     r"made\s+(?:his|her)\s+way|betook\s+(?:him|her)self|shut\s+(?:him|her)self\s+up)\s+"
     r"(?:(?:up|down|back|below|aloft|again|straight|at\s+once)\s+)?(?:to|into|towards?|on|upon)\s+"
-    r"(?:the|his|her|their|a)\s+(?:[\w-]+\s+)?" + _PARTS + r"\b"
+    r"(?:(?:the|his|her|their|a)\s+(?:[\w-]+\s+)?" + _PARTS + r"\b|" + _NAMED_PART + r")"
 )
 DEPARTURE = re.compile(rf"\b(?:{_LEAVES}|{_GOES_TO})")
 # A move within the room is no departure ("went back to his seat", "withdrew to the window").

@@ -79,7 +79,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v47"
+ROSTER_VERSION = "roster-v48"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -310,8 +310,11 @@ def scene_evidence(
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
                     named.add(mention.character)
-            if is_action_subject(text, mention, fragment_start) and not thinking_subject(text, mention,
-                                                                                          fragment_start):
+            if is_gone(text, mention, fragment_start):
+                record.departure_paragraph = index  # "Silver was gone": not there from here on
+                record.events.append((sentence[1], CLOSES))
+            elif is_action_subject(text, mention, fragment_start) and not thinking_subject(text, mention,
+                                                                                            fragment_start):
                 record.actions += 1
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
@@ -321,9 +324,6 @@ def scene_evidence(
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])
-            elif is_gone(text, mention, fragment_start):
-                record.departure_paragraph = index  # "Silver was gone": not there from here on
-                record.events.append((sentence[1], CLOSES))
         fragments = narration_fragments(paragraph, spans)
         if not inset:  # "we saw Lord Godalming and Quincey Morris. They came quickly in": the two named act
             told = [m for m in mentions_by_paragraph.get(index, []) if not in_spans(m.start, spans)]
