@@ -317,6 +317,19 @@ The kettle began to sing on the hob while the rain beat upon the shutters of the
     assert "ann-moss" in knowers(knows, "The kettle began to sing")
 
 
+def test_an_act_in_a_time_clause_before_a_pluperfect_is_of_an_earlier_time(tmp_path):
+    # Around the World, ch. XIX: "Shortly after Fix left the opium den, two waiters had lifted the unconscious
+    # Passepartout": Fix is not in the den with him for what follows
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen over their supper.
+
+Shortly after Cy finished his ale at the inn, two carters had lifted the drunken stranger into their cart. \
+Ann and Bob watched the cart go by from the kitchen window.
+""")
+    assert "cy-dunn" not in knowers(knows, "Ann and Bob watched the cart")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann and Bob watched the cart")
+
+
 def test_narrated_thoughts_are_the_thinkers_alone_until_someone_acts_or_speaks(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

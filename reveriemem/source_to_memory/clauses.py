@@ -71,6 +71,11 @@ _GERUND_OPENS = re.compile(r"(?i)(?:at|in|on|after|before|during|towards?|by|wit
 
 # A "when" clause inside a pluperfect one tells a time before the scene's ("the flapping, which had begun after
 # that sleep-walking on the cliff at Whitby when Mina saved me").
+# A time clause opening a sentence whose main clause is pluperfect: what it tells is earlier, not done here
+_AFTER_OPENS = re.compile(r"(?:^|[.!?:;]\s+|\n)(?:(?:Shortly|Soon|Just|Long|Directly|Immediately|Some\s+time)\s+)?"
+                          r"(?:[Aa]fter|[Bb]efore|[Ss]ince)\s+$")
+_PLUPERFECT_MAIN = re.compile(r"[^,.;:!?]{1,80},\s+(?:[^,.;:!?]{1,60}?\s)?had\s+(?:\w+ly\s+)?(?:been|[a-z]+ed|gone|come|"
+                              r"taken|brought|found|made|seen|done|known|left|put|set|got|given)\b")
 _WHEN_IN_THE_PAST = re.compile(r"\bhad\s+(?:\w+ly\s+)?(?:been|begun|come|gone|seen|done|known|[a-z]+ed)\b[^,;:.!?\"“”]*\bwhen\s+(?:the\s+)?$")
 
 
@@ -134,6 +139,8 @@ def is_action_subject(text: str, mention: Mention, fragment_start: int) -> bool:
         return False
     if _WHEN_IN_THE_PAST.search(text, max(fragment_start, mention.start - 120), mention.start):
         return False  # "which had begun after that sleep-walking on the cliff when Mina saved me": told, not done here
+    if _AFTER_OPENS.search(before) and _PLUPERFECT_MAIN.match(text, mention.end):
+        return False  # "Shortly after Fix left the opium den, two waiters had lifted ...": an earlier time, told
     # "Holmes and Watson entered", "Ann, Bob and Cy boarded": skip the coordinated names
     coordinated = re.match(r"^(?:,\s+(?:[A-Z][\w.]*\s+){0,2}[A-Z][\w.]*){0,3},?\s+and\s+(?:[A-Z][\w.]*\s+){1,3}", after) \
         or _WITH_COMPANY.match(after)

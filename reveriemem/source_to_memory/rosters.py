@@ -79,7 +79,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v48"
+ROSTER_VERSION = "roster-v49"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
