@@ -780,3 +780,14 @@ I kept the fire alive all night in the little hut under the pass, and the wolves
 Near dawn I woke Bob, for the snow had stopped. The brass key of the press, I saw, was gone from the ring.
 """, cast)
     assert "bob-hale" in knowers(knows, "The brass key of the press")
+
+
+def test_one_the_narrator_looks_at_is_there(tmp_path):
+    # Dracula: "I looked at Van Helsing", "I glanced at Quincey": in the narrator's sight, in the room
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, roster, knows = build(tmp_path, """
+I kept the fire alive all night in the little hut under the pass, and the wolves howled below.
+
+Near dawn I glanced at Bob, for the snow had stopped. The brass key of the press, I saw, was gone from the ring.
+""", cast)
+    assert "bob-hale" in knowers(knows, "The brass key of the press")

@@ -79,7 +79,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v49"
+ROSTER_VERSION = "roster-v50"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -143,7 +143,7 @@ _SPOKEN_TO = re.compile(
     r"\b(?:(?:said|whispered|replied|answered|explained|remarked|observed|added|turned|nodded|bowed|called|cried|"
     r"shouted|murmured|went\s+on|continued)(?:\s+[A-Z][\w.]*){0,2}\s+(?:\w+ly\s+)?to|"
     r"I\s+(?:\w+ly\s+)?(?:told|tell|asked|ask|answered|warned|assured|begged|implored|woke|wake|awoke|aroused|arouse|"
-    r"kissed|helped|lifted|carried|led))\s+(?:the\s+)?$")
+    r"kissed|helped|lifted|carried|led)|I\s+(?:\w+ly\s+)?(?:looked|glanced|stared|gazed)\s+(?:\w+\s+)?at)\s+(?:the\s+)?$")
 # A roll of those attending, as minutes of a meeting give it ("Our meeting for report. Present: Professor Van
 # Helsing, Lord Godalming, Dr. Seward, ..."): each name in the list is there.
 _ROLL = re.compile(r"\bPresent:\s+(?:(?:Mrs?|Dr|St|Messrs)\.|[^.;:!?])*$")
