@@ -263,10 +263,14 @@ class OfflineReasoner:
         top = max(weight(t) for t in asked)
         return frozenset(t for t in asked if weight(t) >= top - 1e-9)
 
+    def _asked(self, text: str) -> frozenset[str]:
+        """The words a question asks with, the character's own names left out."""
+        return term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+
     def _holds(self, text: str, rarest: frozenset[str]) -> Callable[[str], bool]:
         """Does a passage hold what a free-form question asks: its rarest asked word, and all its asked
         words but a few (none of two, one of three or four, two of five or six...)?"""
-        asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        asked = self._asked(text)
         spare = max(0, (len(asked) - 1) // 2)
 
         def holds(passage: str) -> bool:
@@ -359,15 +363,15 @@ class OfflineReasoner:
         that holds the question best (`_holds`, then its rarest asked word, then the weight of the asked words
         it holds), the first at a tie."""
         head = pool[where]
-        after_head = (after or {}).get(str(head.get("fact_id")))
-        lines = [head, *(after_head if after_head else (pool[j] for j in following([_span(r) for r in pool])[where]))]
-        lines = [head, *(row for row in lines[1:] if not asks(row))]  # a line that asks answers nothing
+        told_after = (after or {}).get(str(head.get("fact_id"))) or \
+            [pool[j] for j in following([_span(r) for r in pool])[where]]
+        lines = [head, *(row for row in told_after if not asks(row))]  # a line that asks answers nothing
         if len(lines) == 1:
             return head
         text = self.folding.apply(question)
         rarest = self._rarest(text)
         holds = self._holds(text, rarest)
-        asked = term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        asked = self._asked(text)
         weight = (self.rarity or Rarity([])).weight
 
         def fit(i: int) -> tuple[bool, bool, float, int]:

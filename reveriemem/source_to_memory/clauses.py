@@ -69,13 +69,13 @@ _FRONTED = re.compile(
 _GERUND_OPENS = re.compile(r"(?i)(?:at|in|on|after|before|during|towards?|by|within|until|till)\s+\w+ing\b")
 
 
-# A "when" clause inside a pluperfect one tells a time before the scene's ("the flapping, which had begun after
-# that sleep-walking on the cliff at Whitby when Mina saved me").
 # A time clause opening a sentence whose main clause is pluperfect: what it tells is earlier, not done here
 _AFTER_OPENS = re.compile(r"(?:^|[.!?:;]\s+|\n)(?:(?:Shortly|Soon|Just|Long|Directly|Immediately|Some\s+time)\s+)?"
                           r"(?:[Aa]fter|[Bb]efore|[Ss]ince)\s+$")
 _PLUPERFECT_MAIN = re.compile(r"[^,.;:!?]{1,80},\s+(?:[^,.;:!?]{1,60}?\s)?had\s+(?:\w+ly\s+)?(?:been|[a-z]+ed|gone|come|"
                               r"taken|brought|found|made|seen|done|known|left|put|set|got|given)\b")
+# A "when" clause inside a pluperfect one tells a time before the scene's ("the flapping, which had begun after
+# that sleep-walking on the cliff at Whitby when Mina saved me").
 _WHEN_IN_THE_PAST = re.compile(r"\bhad\s+(?:\w+ly\s+)?(?:been|begun|come|gone|seen|done|known|[a-z]+ed)\b[^,;:.!?\"“”]*\bwhen\s+(?:the\s+)?$")
 
 
