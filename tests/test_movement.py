@@ -400,3 +400,16 @@ def test_getting_up_taking_off_or_letting_go_is_no_departure():
         assert not departs(text, len("Bob"), len(text)), text
     assert departs("Bob slipped off into the dark.", len("Bob"), 30)
     assert departs("Bob sprang out of the window.", len("Bob"), 29)
+
+
+def test_going_to_the_door_is_still_inside_the_room(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob and I sat over our supper in the parlour of the inn, talking of the harvest.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+I went towards the door, saying it was late. Before I reached it the landlord's dog began to howl.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, "Before I reached it")
+    assert not departs("I went to the door and looked out.", 1, 33)
+    assert departs("I went out of the door and down the lane.", 1, 40)

@@ -64,6 +64,9 @@ WITHIN_ROOM = re.compile(
     r"\s+(?:to|into|towards?)\s+(?:his|her|their|the|a)\s+(?:\w+\s+)?(?:seat|place|chair|desk|table|window|"
     r"fire|fireside|hearth|corner|bench|sofa|couch|stool|work|post|book)s?\b"
 )
+# Going to or towards the door ("I went towards the door", "ran to the door") is a move inside the room: whoever
+# goes there is still where the others are until the text says they went out.
+_AT_THE_DOOR = re.compile(r"\b(?:to|towards?)\s+(?:the|his|her|their|a)\s+(?:\w+\s+)?doors?$")
 _SOLITUDE = re.compile(
     r"\b(?:was|were|remained|stayed|sat|stood|waited|lived|being|found\s+(?:him|her)self|left)\s+(?:quite\s+|all\s+|now\s+)?"
     r"alone\b(?:\s+with\s+(?P<with>[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?|him|her))?"
@@ -128,7 +131,8 @@ def departs(text: str, start: int, end: int) -> bool:
     clause = text[start:min(end, start + 200)]
     clause = _ESCORTED.sub(lambda m: " " * len(m.group(0)), clause)  # "rose, and, followed by Fix, went out"
     found = DEPARTURE.search(clause)
-    if not found or WITHIN_ROOM.match(clause[found.end():]) or _ERRAND.search(text, start + found.end(), end):
+    if not found or WITHIN_ROOM.match(clause[found.end():]) or _AT_THE_DOOR.search(found.group(0)) \
+            or _ERRAND.search(text, start + found.end(), end):
         return False
     together = _COORDINATED.match(clause)  # "Arthur and Quincey went away": the verb is both subjects'
     return _OTHER_SUBJECT.search(clause, together.end() if together else 0, found.start()) is None
