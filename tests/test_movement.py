@@ -413,3 +413,16 @@ I went towards the door, saying it was late. Before I reached it the landlord's 
     assert "bob-hale" in knowers(knows, "Before I reached it")
     assert not departs("I went to the door and looked out.", 1, 33)
     assert departs("I went out of the door and down the lane.", 1, 40)
+
+
+def test_the_writers_moment_of_writing_leaves_the_company_of_the_day_behind(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob met me at the coach and we drove up to the inn together, talking of the harvest all the way.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+I like this place. Indeed, I am writing now on the bench by the churchyard wall. An old sailor sits beside me.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, '"The barley is in')
+    assert "bob-hale" not in knowers(knows, "An old sailor sits beside me")
+    assert "ann-moss" in knowers(knows, "An old sailor sits beside me")

@@ -11,7 +11,9 @@ Cues the rosters read from narration (never from inside quotation marks):
   back to the stockade", "I entered the house". First-person narration is
   always where its narrator is, so when the narrator leaves or arrives, the
   company they were with stays behind (each present again only from their own
-  next evidence), as when the narrator is alone.
+  next evidence), as when the narrator is alone;
+- the **writer's moment**: "Indeed, I am writing now, with my book on my knee": a
+  diary's present is the writer alone with the page, not the scene told before it.
 
 The subject is a named character, or "he"/"she" standing for the character of
 that gender who last acted by name in the same or the previous paragraph; a
@@ -263,6 +265,21 @@ def narrator_moves(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]
             end = _sentence_end(text, match.end(), b)
             if departs(text, match.end() - 1, end) or _NARRATOR_ARRIVES.match(text, match.end(), end):
                 out.append(end)
+    return out
+
+
+# The writer at the moment of writing ("Indeed, I am writing now, with my book on my knee", "As I write there is
+# ... a sound"): a diary's present is where and when its writer sits with the page, not the scene told before it.
+_WRITING_NOW = re.compile(r"\bI\s+(?:am\s+)?(?:now\s+)?(?:write|writing)\b(?!\s+(?:to|of|about)\b)")
+
+
+def writing_now(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]:
+    """Sentence starts, in narration, where a first-person writer tells of writing at this moment."""
+    out = []
+    for a, b in fragments:
+        for match in _WRITING_NOW.finditer(text, a, b):
+            stop = max(text.rfind(mark, a, match.start()) for mark in ".!?")
+            out.append(stop + 1 if stop >= a else a)
     return out
 
 
