@@ -791,3 +791,18 @@ I kept the fire alive all night in the little hut under the pass, and the wolves
 Near dawn I glanced at Bob, for the snow had stopped. The brass key of the press, I saw, was gone from the ring.
 """, cast)
     assert "bob-hale" in knowers(knows, "The brass key of the press")
+
+
+def test_what_the_narrator_says_aloud_of_her_mind_is_heard_and_what_she_keeps_is_not(tmp_path):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+Bob came in one morning while I sat at breakfast, and he laughed at my newspaper.
+
+"You will never find the key in there," said Bob.
+
+I said I was sure of it, and then he went on about the fair. I said nothing of the key, but I felt sure he had it.
+
+Bob rang for more coffee and opened the window.
+""", cast)
+    assert "bob-hale" in knowers(knows, "I said I was sure of it")  # said aloud, heard by the one there
+    assert knowers(knows, "I said nothing of the key") == {"ann-moss"}  # kept to herself

@@ -47,12 +47,16 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v19"
+EVIDENCE_METHOD = "heuristic:evidence-units-v20"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
     rf"|\bI\s+(?:(?:\w+ly|also|still|now|then|even)\s+)*{COGNITION}\b|\bin\s+my\s+own\s+mind\b"
 )
+# What the narrator says aloud ("I said I was sure of this", "I told him I feared the worst") is heard by those
+# present, whatever it says of the narrator's mind; saying nothing is not saying it.
+_SAID_ALOUD = re.compile(r"\bI\s+(?:\w+ly\s+)?(?:said|told|answered|replied|asked|explained|assured|cried|"
+                         r"exclaimed|added|called|whispered|shouted)\b(?!\s+(?:nothing|not|no\b|never|to\s+myself))")
 _LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",
                        re.IGNORECASE)
 
@@ -157,7 +161,10 @@ class SpanFacts:
         sentence = self.sentence(start, end)
         if _LONG_AGO.search(sentence):
             return True
-        return any(a <= start < b for a, b in self._narrated) and bool(_REFLECTION.search(sentence))
+        if not any(a <= start < b for a, b in self._narrated):
+            return False
+        found = _REFLECTION.search(sentence)
+        return found is not None and not _SAID_ALOUD.search(sentence, 0, found.start())
 
     def sentence(self, start: int, end: int) -> str:
         paragraph = self._paragraph(start)
