@@ -499,7 +499,7 @@ def test_the_order_books_were_built_in_does_not_change_what_a_probe_finds(tmp_pa
     later = [{**fact_row(f"late:f{n:02d}", f"The lamp oil of wick {n} burned blue on the harbour steps at midnight.",
                          {"ada": ("direct", n)}, n), "book": "late"} for n in range(60)]
 
-    def store(name: str, late_first: bool) -> str:
+    def store(name: str, late_first: bool | None) -> str:  # None: no late book at all
         lance = LanceStore(str(tmp_path / name))
         if late_first:
             lance.write("facts", PartitionRef("late"), later, FACTS)
@@ -507,16 +507,14 @@ def test_the_order_books_were_built_in_does_not_change_what_a_probe_finds(tmp_pa
         for character in sorted({e[0] for e in EPISODE_ROWS}):
             lance.write("episodes", PartitionRef(BOOK, character),
                         [episode_row(*e) for e in EPISODE_ROWS if e[0] == character], EPISODES)
-        MemoryReader(BOOK, "ada", EMBEDDER, uri=lance.uri).vis_retrieve(["lamp oil"])  # makes the full-text index
-        if not late_first:
-            lance.write("facts", PartitionRef("late"), later, FACTS)  # written after the index was made
+        MemoryReader(BOOK, "ada", EMBEDDER, uri=lance.uri).vis_retrieve(["lamp oil"])
+        if late_first is False:
+            lance.write("facts", PartitionRef("late"), later, FACTS)  # written after a reader searched
         return lance.uri
 
     probes = ["Who filled lamp 12 with oil on the harbour steps?", "lamp oil midnight", "the old quay steps"]
     found = {}
-    for name, late_first in (("late-first", True), ("late-after", False)):
+    for name, late_first in (("late-first", True), ("late-after", False), ("no-late", None)):
         reader = MemoryReader(BOOK, "ada", EMBEDDER, uri=store(name, late_first))
         found[name] = [[(r["fact_id"], round(r["score"], 6)) for r in reader.vis_retrieve([p], k=8)] for p in probes]
-    assert found["late-first"] == found["late-after"]
-    table = LanceStore(str(tmp_path / "late-after")).open("facts")
-    assert table.index_stats(index_of(table, "text", "FTS", "INVERTED")).num_unindexed_rows == 0
+    assert found["late-first"] == found["late-after"] == found["no-late"]

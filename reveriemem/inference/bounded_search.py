@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from lancedb.query import MatchQuery
 
 log = logging.getLogger(__name__)
@@ -79,6 +81,55 @@ def episode_filter(book: str, character: str, as_of: int | None = None) -> str:
     return where
 
 
+# ---------------------------------------------------------------- the bound in memory
+
+
+NEVER = np.iinfo(np.int64).max  # the offset of a fact with no cut point admits (missing `visible_from` entry)
+
+
+def _first_position(visibility: pa.Array, character: str) -> np.ndarray:
+    """Per row: the 0-based position of `character` in the row's `visibility` list, -1 when absent."""
+    out = np.full(len(visibility), -1, dtype=np.int64)
+    flat = pc.list_flatten(visibility)
+    if len(flat) == 0:
+        return out
+    parents = pc.list_parent_indices(visibility).to_numpy()
+    hits = np.flatnonzero(pc.fill_null(pc.equal(flat, character), False).to_numpy(zero_copy_only=False))
+    rows, first = np.unique(parents[hits], return_index=True)
+    out[rows] = hits[first] - np.searchsorted(parents, rows, side="left")
+    return out
+
+
+def _entry_at(lists: pa.Array, position: np.ndarray) -> np.ndarray:
+    """Per row: the int64 element at `position` of the row's list; NEVER when absent, null or position < 0."""
+    out = np.full(len(lists), NEVER, dtype=np.int64)
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return out
+    parents = pc.list_parent_indices(lists).to_numpy()
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero((position >= 0) & (position < lengths))
+    at = np.searchsorted(parents, rows, side="left") + position[rows]
+    valid = np.asarray(flat.is_valid().to_numpy(zero_copy_only=False))[at]
+    values = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)[at]
+    out[rows[valid]] = values[valid]
+    return out
+
+
+def _offsets(column: pa.Array) -> np.ndarray:
+    return pc.fill_null(column.cast(pa.int64()), NEVER).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def admitted_offsets(rows: pa.Table, character: str) -> tuple[np.ndarray, np.ndarray]:
+    """The `as_of` part of `fact_filter` in memory, per row of `rows` (with `visibility`,
+    `visible_from` and `source_start`): the character's position in `visibility` (-1 when absent)
+    and the offset from which they may know the fact, `max(source_start, own visible_from entry)`
+    (NEVER for a missing entry, which a cut point never admits, as in SQL)."""
+    position = _first_position(rows.column("visibility").combine_chunks(), character)
+    known = _entry_at(rows.column("visible_from").combine_chunks(), position)
+    return position, np.maximum(_offsets(rows.column("source_start").combine_chunks()), known)
+
+
 # ---------------------------------------------------------------- searches
 
 
@@ -102,7 +153,8 @@ def dense_search(table: Any, vector: np.ndarray, where: str, limit: int, columns
 
 
 def text_search(table: Any, query: str, where: str, limit: int, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """BM25 top-`limit` over `text` among the rows matching `where` (prefiltered inside LanceDB).
+    """BM25 top-`limit` over `text` among the rows matching `where` (prefiltered inside LanceDB), with
+    the BM25 score as `bm25`. Its statistics are those of `table`'s full-text index (every row of it).
 
     The query is a plain match of its words (`MatchQuery`): quotes and operators in a probe
     are not query syntax.
@@ -114,8 +166,15 @@ def text_search(table: Any, query: str, where: str, limit: int, columns: Sequenc
               .select([*columns, "_score"]).limit(limit).to_arrow())
     rows = result.to_pylist()
     for row in rows:
-        row.pop("_score", None)
+        row["bm25"] = float(row.pop("_score"))
     return rows
+
+
+def create_text_index(table: Any, replace: bool = False) -> None:
+    """The native full-text (BM25) index on `text`, with LanceDB's default analyser: the `simple`
+    tokenizer, tokens of 40 bytes or more dropped, lower case, English stop words removed,
+    English (Snowball) stemming, ASCII folding."""
+    table.create_fts_index(FTS_COLUMN, replace=replace)
 
 
 def rrf(*ranked: Sequence[str], k: int = RRF_K) -> dict[str, float]:
@@ -214,13 +273,13 @@ def ensure_fts_index(table: Any) -> bool:
     statistics, so the same question would rank facts differently with the order books were built
     in: an index with rows not in it is rebuilt, once, by the first reader that finds it so.
     """
-    if not _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: table.create_fts_index(FTS_COLUMN, replace=False)):
+    if not _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: create_text_index(table)):
         return False
     stale = _fts_unindexed(table)
     if stale:
         log.info("Rebuilding the full-text index on facts.%s (%d rows not in it).", FTS_COLUMN, stale)
         try:
-            table.create_fts_index(FTS_COLUMN, replace=True)
+            create_text_index(table, replace=True)
         except Exception as exc:  # another reader rebuilding it meanwhile, or a read-only store
             _refresh(table)
             if _fts_unindexed(table):

@@ -7,56 +7,24 @@ same is dropped (and logged) before it can be ranked. Rows are sorted by the off
 the character may know the fact, so a cut point (`as_of`) searches a prefix. `FactPool.search`
 returns what LanceDB's exact bounded query (`dense_search` with `fact_filter(book, character,
 as_of)`) returns: the same ids in the same order and the same float32 cosine, to float rounding.
+`FactPool.text_search` ranks the pool's rows by BM25 with statistics of the pool alone
+(`reveriemem.inference.lexical`), for the same cut point.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from reveriemem.inference.bounded_search import fact_filter, source_offset
+from reveriemem.inference.bounded_search import admitted_offsets, fact_filter, source_offset
+from reveriemem.inference.lexical import LexicalIndex, start_offsets
 
 log = logging.getLogger(__name__)
-
-NEVER = np.iinfo(np.int64).max  # the offset of a fact with no cut point admits (missing `visible_from` entry)
-
-
-def _first_position(visibility: pa.Array, character: str) -> np.ndarray:
-    """Per row: the 0-based position of `character` in the row's `visibility` list, -1 when absent."""
-    out = np.full(len(visibility), -1, dtype=np.int64)
-    flat = pc.list_flatten(visibility)
-    if len(flat) == 0:
-        return out
-    parents = pc.list_parent_indices(visibility).to_numpy()
-    hits = np.flatnonzero(pc.fill_null(pc.equal(flat, character), False).to_numpy(zero_copy_only=False))
-    rows, first = np.unique(parents[hits], return_index=True)
-    out[rows] = hits[first] - np.searchsorted(parents, rows, side="left")
-    return out
-
-
-def _entry_at(lists: pa.Array, position: np.ndarray) -> np.ndarray:
-    """Per row: the int64 element at `position` of the row's list; NEVER when absent, null or position < 0."""
-    out = np.full(len(lists), NEVER, dtype=np.int64)
-    flat = pc.list_flatten(lists)
-    if len(flat) == 0:
-        return out
-    parents = pc.list_parent_indices(lists).to_numpy()
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero((position >= 0) & (position < lengths))
-    at = np.searchsorted(parents, rows, side="left") + position[rows]
-    valid = np.asarray(flat.is_valid().to_numpy(zero_copy_only=False))[at]
-    values = pc.fill_null(flat, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)[at]
-    out[rows[valid]] = values[valid]
-    return out
-
-
-def _offsets(column: pa.Array) -> np.ndarray:
-    return pc.fill_null(column.cast(pa.int64()), NEVER).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 class FactPool:
@@ -85,6 +53,8 @@ class FactPool:
         self._vectors = vectors
         self._admitted = admitted
         self._position = position
+        self._lexical: LexicalIndex | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, table: Any, book: str, character: str, columns: Sequence[str]) -> FactPool:
@@ -93,12 +63,10 @@ class FactPool:
         needed = [c for c in ("visibility", "visible_from", "source_start") if c not in columns]
         result = (table.search().where(fact_filter(book, character))
                   .select([*columns, *needed, "vector"]).limit(None).to_arrow())
-        position = _first_position(result.column("visibility").combine_chunks(), character)
+        position, admitted = admitted_offsets(result, character)
         outside = position < 0
         if outside.any():
             log.error("%d facts outside %s's visibility reached the fact pool; dropped.", int(outside.sum()), character)
-        known = _entry_at(result.column("visible_from").combine_chunks(), position)
-        admitted = np.maximum(_offsets(result.column("source_start").combine_chunks()), known)
         vectors = result.column("vector").combine_chunks()
         dim = vectors.type.list_size
         values = vectors.values.slice(vectors.offset * dim, len(vectors) * dim)
@@ -151,4 +119,28 @@ class FactPool:
         rows = self._rows.take(pa.array(best)).to_pylist()
         for row, distance in zip(rows, distances[best]):
             row["similarity"] = 1.0 - float(distance)
+        return rows
+
+    def lexical(self) -> LexicalIndex:
+        """The pool's BM25 index (`reveriemem.inference.lexical`): statistics of these rows alone, made once."""
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalIndex(self._rows.column("fact_id").to_pylist(),
+                                             self._rows.column("text").to_pylist(),
+                                             start_offsets(self._rows.column("source_start")), self._admitted)
+            return self._lexical
+
+    def text_search(self, query: str, vector: np.ndarray, limit: int, as_of: int | None = None) -> list[dict[str, Any]]:
+        """BM25 top-`limit` of the pool for `query` (known by `as_of` when given), best first: rows with
+        `similarity`, the cosine of each row's vector to `vector` (the score dense search gives it)."""
+        best = np.asarray(self.lexical().search(query, limit, as_of), dtype=np.int64)
+        if len(best) == 0:
+            return []
+        query_vector = np.asarray(vector, dtype=np.float32).ravel()
+        norm = float(np.linalg.norm(query_vector))
+        similarity = (np.vecdot(self._vectors[best], query_vector / np.float32(norm)) if np.isfinite(norm) and norm
+                      else np.zeros(len(best), dtype=np.float32))
+        rows = self._rows.take(pa.array(best)).to_pylist()
+        for row, value in zip(rows, similarity):
+            row["similarity"] = float(value)
         return rows

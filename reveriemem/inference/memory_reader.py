@@ -17,8 +17,11 @@ No model is called here: every operation is a search over what `reveriemem build
   is the per-query LanceDB query instead, with the same filter inside
   (`reveriemem.inference.bounded_search`). Either way the search is exact and returns the same
   ids in the same order. With `hybrid=True` (default) dense search is fused by reciprocal rank
-  with LanceDB's full-text search over `text` (the same filter inside the query); the FTS
-  index is created lazily on first use.
+  with BM25 over `text` of the same bounded rows (`reveriemem.inference.lexical`): LanceDB's
+  analyser and BM25, statistics of the character's bounded set F_c alone, so a ranking never
+  depends on other books (or characters) in the store. The index is the pool's, or, without a
+  pool, one of F_c's texts read once with the filter inside the query (the rows it ranks read
+  again with the filter inside).
 - `patterns(query)`: the character's behavioural patterns (`personality_patterns`) by
   description embedding; `emotion_record()`: the character's `emotion_transitions` in story
   order.
@@ -51,7 +54,6 @@ from reveriemem.core.storage import LanceStore, MemoryStore, ParquetStore, Parti
 from reveriemem.inference.bounded_search import (
     VECTOR_INDEX_MIN_ROWS,
     dense_search,
-    ensure_fts_index,
     episode_filter,
     fact_filter,
     own_rows_filter,
@@ -59,9 +61,9 @@ from reveriemem.inference.bounded_search import (
     rrf,
     source_offset,
     sql_literal,
-    text_search,
 )
 from reveriemem.inference.fact_pool import FactPool
+from reveriemem.inference.lexical import LexicalIndex
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ class MemoryReader:
         self._fact_columns = [n for n in self._facts.schema.names if n != "vector"]
         self._episode_columns = [n for n in self._episodes.schema.names if n != "vector"]
         self._patterns: Any = None
-        self._fts: bool | None = None
+        self._lexical: tuple[tuple[str, str], LexicalIndex] | None = None  # the no-pool lexical index, per key
         # The scalar indexes serve the bound's filter now; the vector index only serves dense search through
         # LanceDB, so a reader with its pool in memory builds it only if it ever searches that way (a library's
         # IVF_FLAT takes minutes to build and the pool never reads it).
@@ -180,11 +182,6 @@ class MemoryReader:
             self._ivf_flat = self._prepare_indexes and prepare_fact_indexes(self._facts, self._vector_index_min_rows)
         return self._ivf_flat
 
-    def _fts_ready(self) -> bool:
-        if self._fts is None:
-            self._fts = self.hybrid and ensure_fts_index(self._facts)
-        return self._fts
-
     def _own(self, row: dict[str, Any], as_of: int | None) -> tuple[str, int] | None:
         """The character's (route, visible_from) for a fact row, or None if the row is not theirs (yet)."""
         visibility = list(row.get("visibility") or [])
@@ -242,17 +239,13 @@ class MemoryReader:
         else:
             dense = dense_search(self._facts, vector, where, limit, self._fact_columns, ivf_flat=self._vector_index())
         rows = {row["fact_id"]: row for row in dense}
-        if self._fts_ready():
+        if self.hybrid:
             try:
-                lexical = text_search(self._facts, probe, where, limit, [*self._fact_columns, "vector"])
-            except Exception as exc:  # the dense result stands alone; the bound is in both queries
+                lexical = self._text_search(probe, vector, where, limit, as_of, pool)
+            except Exception as exc:  # the dense result stands alone; the bound is in both searches
                 log.warning("Full-text search failed for the probe %r (%s); dense search only.", probe, exc)
                 lexical = []
-            norm = float(np.linalg.norm(vector)) or 1.0
             for row in lexical:
-                stored = np.asarray(row.pop("vector"), dtype=np.float32)
-                denom = norm * (float(np.linalg.norm(stored)) or 1.0)
-                row["similarity"] = float(np.dot(stored, vector) / denom)
                 rows.setdefault(row["fact_id"], row)
             fused = rrf([r["fact_id"] for r in dense if r["fact_id"] not in excluded],
                         [r["fact_id"] for r in lexical if r["fact_id"] not in excluded])
@@ -274,6 +267,35 @@ class MemoryReader:
             if len(out) == k:
                 break
         return out
+
+    def _text_search(self, probe: str, vector: np.ndarray, where: str, limit: int, as_of: int | None,
+                     pool: FactPool | None) -> list[dict[str, Any]]:
+        """BM25 top-`limit` of the character's facts for `probe` (statistics of F_c alone), rows with `similarity`."""
+        if pool is not None:
+            return pool.text_search(probe, vector, limit, as_of)
+        index = self._lexical_index()
+        ids = index.fact_ids(index.search(probe, limit, as_of))
+        if not ids:
+            return []
+        # the rows themselves, read with the bound inside the query again
+        wanted = f"{where} AND fact_id IN ({', '.join(sql_literal(i) for i in ids)})"
+        found = {row["fact_id"]: row for row in self._facts.search().where(wanted)
+                 .select([*self._fact_columns, "vector"]).limit(None).to_arrow().to_pylist()}
+        norm = float(np.linalg.norm(vector)) or 1.0
+        out = []
+        for row in (found[i] for i in ids if i in found):
+            stored = np.asarray(row.pop("vector"), dtype=np.float32)
+            row["similarity"] = float(np.dot(stored, vector) / (norm * (float(np.linalg.norm(stored)) or 1.0)))
+            out.append(row)
+        return out
+
+    def _lexical_index(self) -> LexicalIndex:
+        """The lexical index of the character's facts when there is no pool: text read once, the bound inside."""
+        key = (self.book, self.character)
+        with self._pool_lock:
+            if self._lexical is None or self._lexical[0] != key:
+                self._lexical = key, LexicalIndex.load(self._facts, self.book, self.character)
+            return self._lexical[1]
 
     def follow(self, rows: Iterable[Mapping[str, Any]], gap: int,
                as_of: int | None = None) -> dict[str, list[dict[str, Any]]]:
