@@ -107,11 +107,11 @@ class LexicalIndex:
         if limit <= 0 or len(self) == 0 or not query.strip():
             return []
         where = "admitted <= " + str(source_offset(as_of)) if as_of is not None else "row >= 0"
-        table, fetch = self._index(), limit
+        table, fetch = self._index(), limit + 1
         while True:
             hits = text_search(table, query, where, fetch, ["row", "source_start", "fact_id"])
             if len(hits) < fetch or hits[limit - 1]["bm25"] > hits[-1]["bm25"]:
-                break  # every row tied with the k-th is among the hits
+                break  # every row tied with the k-th is among the hits (one query unless a tie runs past them)
             fetch *= 2
         hits.sort(key=lambda h: (-h["bm25"], h["source_start"], h["fact_id"]))
         return [int(h["row"]) for h in hits[:limit]]
