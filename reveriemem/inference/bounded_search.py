@@ -13,8 +13,10 @@ every partition, which compares every row with full vectors (the same top k as t
 breaks exact ties by partition). `text_search` matches a probe's words plainly (no query
 syntax). `prepare_fact_indexes` makes the scalar indexes that serve the bound (LABEL_LIST on
 `visibility`, BITMAP on `book`, BTREE on `source_start`) and, from `VECTOR_INDEX_MIN_ROWS` rows,
-the IVF_FLAT index; `ensure_fts_index` the full-text index. Index creation is safe from several
-processes at once; a failure only costs speed.
+the IVF_FLAT index. Index creation is safe from several processes at once; a failure only costs
+speed. `create_text_index` makes the full-text (BM25) index with LanceDB's analyser; the reader's
+lexical ranking builds it over one character's bounded facts (`reveriemem.inference.lexical`),
+never over the shared table, whose statistics would span every book of the data home.
 """
 
 from __future__ import annotations
@@ -264,36 +266,4 @@ def prepare_fact_indexes(table: Any, vector_min_rows: int = VECTOR_INDEX_MIN_ROW
         return True
     log.info("Building an IVF_FLAT index on facts.vector (%d rows, %d partitions), once.", rows, partitions)
     return _ensure(table, "vector", ["IVF_FLAT"], build)
-
-
-def ensure_fts_index(table: Any) -> bool:
-    """A native full-text index on `text`, covering every row; False (with a warning) if it could not be made.
-
-    An index made before a book's facts were written (or rewritten) leaves them out of its BM25
-    statistics, so the same question would rank facts differently with the order books were built
-    in: an index with rows not in it is rebuilt, once, by the first reader that finds it so.
-    """
-    if not _ensure(table, FTS_COLUMN, ["FTS", "INVERTED"], lambda: create_text_index(table)):
-        return False
-    stale = _fts_unindexed(table)
-    if stale:
-        log.info("Rebuilding the full-text index on facts.%s (%d rows not in it).", FTS_COLUMN, stale)
-        try:
-            create_text_index(table, replace=True)
-        except Exception as exc:  # another reader rebuilding it meanwhile, or a read-only store
-            _refresh(table)
-            if _fts_unindexed(table):
-                log.warning("Could not bring the full-text index on facts.%s up to date (%s); lexical ranking may "
-                            "differ until a reader can.", FTS_COLUMN, exc)
-    return True
-
-
-def _fts_unindexed(table: Any) -> int:
-    """Rows of the table the full-text index does not hold (0 when it holds all, or when that is unknown)."""
-    name = index_of(table, FTS_COLUMN, "FTS", "INVERTED")
-    try:
-        stats = table.index_stats(name) if name is not None else None
-    except Exception:  # an index being replaced by another process
-        return 0
-    return int(stats.num_unindexed_rows) if stats is not None else 0
 
