@@ -1,6 +1,6 @@
 """Narrated movement on short synthetic passages: leaving by pronoun, being alone, following a leaver, asides."""
 
-from reveriemem.source_to_memory.movement import departs, pronoun_subject
+from reveriemem.source_to_memory.movement import departs, pronoun_subject, writing_now
 from tests.test_presence_and_death import build, knowers
 
 CAST = """characters:
@@ -413,6 +413,9 @@ I went towards the door, saying it was late. Before I reached it the landlord's 
     assert "bob-hale" in knowers(knows, "Before I reached it")
     assert not departs("I went to the door and looked out.", 1, 33)
     assert departs("I went out of the door and down the lane.", 1, 40)
+    for gone in ("He went to the door and left the house.", "She ran to the front door and was gone.",
+                 "He walked to the door and disappeared."):  # what is done at the door may be leaving
+        assert departs(gone, 2 if gone.startswith("He") else 3, len(gone)), gone
 
 
 def test_the_writers_moment_of_writing_leaves_the_company_of_the_day_behind(tmp_path):
@@ -426,3 +429,18 @@ I like this place. Indeed, I am writing now on the bench by the churchyard wall.
     assert "bob-hale" in knowers(knows, '"The barley is in')
     assert "bob-hale" not in knowers(knows, "An old sailor sits beside me")
     assert "ann-moss" in knowers(knows, "An old sailor sits beside me")
+
+
+def test_a_writing_habit_or_writing_while_others_go_on_leaves_nobody_behind(tmp_path):
+    _, _, knows = build(tmp_path, """
+Bob met me at the coach and we drove up to the inn together, talking of the harvest all the way.
+
+"The barley is in at last," said Bob, and filled his pipe.
+
+I write letters to my aunt every week, and she never answers. The landlord brought in the lamp.
+""", NARRATED)
+    assert "bob-hale" in knowers(knows, "The landlord brought in the lamp")
+    for sentence in ("I write up my diary every night.", "What I write here is true.", "I will write to him.",
+                     "I am writing this in the parlour while Bob talks.", "As I wrote it, he laughed."):
+        assert writing_now(sentence, [(0, len(sentence))]) == [], sentence
+    assert writing_now("As I write, Bob sleeps.", [(0, 23)]) == [(0, 23)]

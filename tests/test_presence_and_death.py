@@ -806,3 +806,21 @@ Bob rang for more coffee and opened the window.
 """, cast)
     assert "bob-hale" in knowers(knows, "I said I was sure of it")  # said aloud, heard by the one there
     assert knowers(knows, "I said nothing of the key") == {"ann-moss"}  # kept to herself
+
+
+@pytest.mark.parametrize("kept", [
+    "I told myself I feared he had the key.",
+    "I answered him civilly, but in my own mind I knew he lied.",
+    "I replied, and all the while I felt that he was lying.",
+    "I told Bob nothing; I fear he suspects.",
+])
+def test_a_thought_beside_words_said_is_still_the_narrators_own(tmp_path, kept):
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, f"""
+Bob came in one morning while I sat at breakfast, and he laughed at my newspaper.
+
+"You will never find the key in there," said Bob.
+
+{kept} Bob rang for more coffee and opened the window.
+""", cast)
+    assert knowers(knows, kept[:20]) == {"ann-moss"}

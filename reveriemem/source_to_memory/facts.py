@@ -47,16 +47,18 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v20"
+EVIDENCE_METHOD = "heuristic:evidence-units-v21"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
     rf"|\bI\s+(?:(?:\w+ly|also|still|now|then|even)\s+)*{COGNITION}\b|\bin\s+my\s+own\s+mind\b"
 )
 # What the narrator says aloud ("I said I was sure of this", "I told him I feared the worst") is heard by those
-# present, whatever it says of the narrator's mind; saying nothing is not saying it.
-_SAID_ALOUD = re.compile(r"\bI\s+(?:\w+ly\s+)?(?:said|told|answered|replied|asked|explained|assured|cried|"
-                         r"exclaimed|added|called|whispered|shouted)\b(?!\s+(?:nothing|not|no\b|never|to\s+myself))")
+# present: the reflection must be the very words said, right after the verb of saying and whom it is said to.
+# Telling oneself, crying, or saying little and then thinking ("I answered him; but in my own mind I knew") is not.
+_SAID_ALOUD = re.compile(r"\bI\s+(?:\w+ly\s+)?(?:said|answered|replied|explained|(?:told|assured|warned)\s+"
+                         r"(?!myself\b|himself\b|herself\b)(?:him|her|them|us|[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?))"
+                         r"(?:\s+to\s+(?:him|her|them|us|[A-Z][\w.]*(?:\s+[A-Z][\w.]*)?))?,?\s+(?:that\s+)?$")
 _LONG_AGO = re.compile(r"\b(?:\w+\s+years\s+(?:ago|before|earlier)|long\s+ago|in\s+(?:his|her|their)\s+youth)\b",
                        re.IGNORECASE)
 
@@ -164,7 +166,7 @@ class SpanFacts:
         if not any(a <= start < b for a, b in self._narrated):
             return False
         found = _REFLECTION.search(sentence)
-        return found is not None and not _SAID_ALOUD.search(sentence, 0, found.start())
+        return found is not None and not _SAID_ALOUD.search(sentence[:found.start()])
 
     def sentence(self, start: int, end: int) -> str:
         paragraph = self._paragraph(start)

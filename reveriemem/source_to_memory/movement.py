@@ -132,9 +132,9 @@ def departs(text: str, start: int, end: int) -> bool:
     """
     clause = text[start:min(end, start + 200)]
     clause = _ESCORTED.sub(lambda m: " " * len(m.group(0)), clause)  # "rose, and, followed by Fix, went out"
-    found = DEPARTURE.search(clause)
-    if not found or WITHIN_ROOM.match(clause[found.end():]) or _AT_THE_DOOR.search(found.group(0)) \
-            or _ERRAND.search(text, start + found.end(), end):
+    # going to the door is no leaving, but what is done there may be ("went to the door and left the house")
+    found = next((m for m in DEPARTURE.finditer(clause) if not _AT_THE_DOOR.search(m.group(0))), None)
+    if not found or WITHIN_ROOM.match(clause[found.end():]) or _ERRAND.search(text, start + found.end(), end):
         return False
     together = _COORDINATED.match(clause)  # "Arthur and Quincey went away": the verb is both subjects'
     return _OTHER_SUBJECT.search(clause, together.end() if together else 0, found.start()) is None
@@ -270,16 +270,23 @@ def narrator_moves(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]
 
 # The writer at the moment of writing ("Indeed, I am writing now, with my book on my knee", "As I write there is
 # ... a sound"): a diary's present is where and when its writer sits with the page, not the scene told before it.
-_WRITING_NOW = re.compile(r"\bI\s+(?:am\s+)?(?:now\s+)?(?:write|writing)\b(?!\s+(?:to|of|about)\b)")
+_WRITING_NOW = re.compile(r"\b(?:[Aa]s|[Ww]hile|[Ww]hilst)\s+I\s+(?:now\s+)?write\b|\bI\s+am\s+(?:now\s+)?writing\b|"
+                          r"(?<![Ww]hat\s)\bI\s+(?:now\s+)?write\s+(?:this|these\s+lines|now|here)\b")
+# ... not a habit ("I write up my diary every night") nor while others go on ("while Arthur talks")
+_NOT_NOW = re.compile(r"\b(?:every|always|often|usually|sometimes|daily|nightly|weekly|while|whilst)\b")
 
 
-def writing_now(text: str, fragments: Sequence[tuple[int, int]]) -> list[int]:
-    """Sentence starts, in narration, where a first-person writer tells of writing at this moment."""
+def writing_now(text: str, fragments: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(start, end) of sentences, in narration, where a first-person writer tells of writing at this moment;
+    whoever the sentence names is with the writer."""
     out = []
     for a, b in fragments:
         for match in _WRITING_NOW.finditer(text, a, b):
             stop = max(text.rfind(mark, a, match.start()) for mark in ".!?")
-            out.append(stop + 1 if stop >= a else a)
+            begin = stop + 1 if stop >= a else a
+            rest = text[match.end():_sentence_end(text, match.end(), b)]
+            if not _NOT_NOW.search(text[begin:match.start()] + " " + rest):
+                out.append((begin, match.end() + len(rest)))
     return out
 
 

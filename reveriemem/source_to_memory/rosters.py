@@ -80,7 +80,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v52"
+ROSTER_VERSION = "roster-v53"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -248,8 +248,9 @@ def scene_evidence(
                 named.add(narrator)
                 for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
                     alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
-                for offset in writing_now(text, narration_fragments(paragraph, spans)):
-                    alone.append((offset, frozenset([narrator])))  # the writer's own moment, with the page
+                for begin, end in writing_now(text, narration_fragments(paragraph, spans)):
+                    with_me = {m.character for m in mentions_by_paragraph.get(index, []) if begin <= m.start < end}
+                    alone.append((begin, frozenset([narrator, *with_me])))  # the writer's own moment, with the page
                 if company_leaves(text, narration_fragments(paragraph, spans)):
                     named = {narrator}  # "We left him": "my companion" is no longer known to be him
         inset = is_inset(text, paragraph)  # a letter or log read in the scene: what it tells is not seen there
