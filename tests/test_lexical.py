@@ -146,3 +146,13 @@ def test_the_pool_and_the_lancedb_path_rank_alike(tmp_path):
     for as_of in (None, 450, 5000):
         ranked: list[Any] = [_ranked(r, probes, as_of) for r in readers]
         assert [[i for i, _ in p] for p in ranked[0]] == [[i for i, _ in p] for p in ranked[1]]
+
+
+def test_what_is_learnt_after_a_cut_weighs_no_word_at_the_cut():
+    early = ["The heron stood by the lantern.", "A heron flew over the lantern hill.", "The lantern was lit at dusk."]
+    later = ["The heron came back."] * 20  # learnt after the cut: common "heron" must not lower its weight at the cut
+    alone = _index(early, admitted=[10, 20, 30])
+    with_later = _index(early + later, admitted=[10, 20, 30] + [100] * 20)
+    assert with_later.search("heron lantern", 3, as_of=30) == alone.search("heron lantern", 3, as_of=30)
+    assert with_later.search("heron lantern", 3, as_of=30) == alone.search("heron lantern", 3)
+    assert with_later.search("heron", 3, as_of=5) == []  # nothing known yet

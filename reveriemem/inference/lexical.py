@@ -1,20 +1,20 @@
 """Lexical (BM25) ranking of one character's bounded fact set F_c, with statistics of F_c alone.
 
-LanceDB's full-text index on the shared `facts` table scores with statistics of every row of
-the table (document frequencies, average length, document count): every book of the data home.
-A prefilter bounds which rows come back, not the statistics, so a character's answers changed
-when the user built another book. `LexicalIndex` holds F_c's texts in a private in-memory
-LanceDB table (`memory://`, never written to the data home) with its own full-text index made
-by `create_text_index`, the call that indexes `facts.text`: the same analyser (tokenizer, stop
-words, stemming, folding) and the same BM25, so only the statistics change.
+A full-text index on the shared `facts` table would score with statistics of every row of the
+table (document frequencies, average length, document count): every book of the data home. A
+prefilter bounds which rows come back, not the statistics, so a character's answers changed
+when the user built another book (the project ranked that way until e888d34). `LexicalIndex`
+holds F_c's texts in a private in-memory LanceDB table (`memory://`, never written to the data
+home) with its own full-text index made by `create_text_index`: LanceDB's analyser (tokenizer,
+stop words, stemming, folding) and BM25, statistics of F_c alone.
 
 Statistics: the character's bounded set F_c, the rows of `fact_filter(book, character)` (read
 with that filter inside the query by `FactPool.load`, or by `LexicalIndex.load` when there is no
 pool). Not the whole book: a word's weight then depends on nothing outside the character's
 visibility (not even on facts only others know), nor on other books or characters, and the texts
-are already in memory with the pool. Not F_c at each cut point either: one index serves every
-`as_of`, which bounds the rows ranked (`admitted <= as_of`, the prefix `FactPool.search` ranks),
-while facts the character learns later weigh words as they did under the shared index. Ties in
+are already in memory with the pool. At a cut point (`as_of`) the statistics are those of the
+facts known by then (`admitted <= as_of`, the rows `FactPool.search` ranks): what the character
+learns later weighs no word at the cut (an index per cut, the last `CUT_INDEXES` kept). Ties in
 score are broken by `source_start`, then `fact_id` (every row tied with the k-th is fetched
 first), so the ranking is deterministic. Rows of F_c that dense search leaves out (a zero or
 non-finite vector, which an embedder never gives a text with words) are left out here too when
@@ -25,6 +25,7 @@ the index is the pool's. Memory: the texts, ids and offsets of F_c plus their in
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,7 +43,7 @@ from reveriemem.inference.bounded_search import (
     text_search,
 )
 
-_COLUMNS = ("row", "fact_id", "source_start", "admitted", FTS_COLUMN)
+CUT_INDEXES = 4  # indexes of earlier cut points kept per character (a chat or eval run uses one or a few)
 
 
 def start_offsets(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -69,7 +70,7 @@ class LexicalIndex:
             "admitted": pa.array(np.asarray(admitted, dtype=np.int64)),
             FTS_COLUMN: pa.array([t or "" for t in texts], pa.string()),
         })
-        self._table: Any = None
+        self._tables: OrderedDict[int, Any] = OrderedDict()  # admitted row count -> its index, most recent last
         self._lock = threading.Lock()
 
     @classmethod
@@ -92,13 +93,24 @@ class LexicalIndex:
         column = self._rows.column("fact_id")
         return [str(column[i].as_py()) for i in rows]
 
-    def _index(self) -> Any:
+    def _index(self, as_of: int | None) -> Any:
+        """The index of the rows admitted by `as_of` (all rows when None), made on first use."""
+        admitted = self._rows.column("admitted").to_numpy()
+        keep = np.ones(len(admitted), dtype=bool) if as_of is None else admitted <= source_offset(as_of)
+        count = int(keep.sum())
+        if count == 0:
+            return None
         with self._lock:
-            if self._table is None:
-                table = lancedb.connect("memory://").create_table("facts", self._rows)
+            table = self._tables.get(count)
+            if table is None:
+                table = lancedb.connect("memory://").create_table("facts", self._rows.filter(pa.array(keep)))
                 create_text_index(table)
-                self._table = table
-            return self._table
+                self._tables[count] = table
+                while len(self._tables) > CUT_INDEXES + 1:  # the whole set's index and the latest cuts
+                    oldest = next(k for k in self._tables if k != len(admitted))
+                    del self._tables[oldest]
+            self._tables.move_to_end(count)
+            return table
 
     def search(self, query: str, limit: int, as_of: int | None = None) -> list[int]:
         """Row numbers of the BM25 top-`limit` for `query` (rows admitted by `as_of` when given), best first.
@@ -106,8 +118,9 @@ class LexicalIndex:
         Rows sharing no indexed word with the query are not returned."""
         if limit <= 0 or len(self) == 0 or not query.strip():
             return []
-        where = "admitted <= " + str(source_offset(as_of)) if as_of is not None else "row >= 0"
-        table, fetch = self._index(), limit + 1
+        table, fetch, where = self._index(as_of), limit + 1, "row >= 0"
+        if table is None:  # nothing known yet at this cut
+            return []
         while True:
             hits = text_search(table, query, where, fetch, ["row", "source_start", "fact_id"])
             if len(hits) < fetch or hits[limit - 1]["bm25"] > hits[-1]["bm25"]:

@@ -124,6 +124,7 @@ class MemoryReader:
         self._episode_columns = [n for n in self._episodes.schema.names if n != "vector"]
         self._patterns: Any = None
         self._lexical: tuple[tuple[str, str], LexicalIndex] | None = None  # the no-pool lexical index, per key
+        self._lexical_ok = True  # False once lexical search failed: dense search alone from then on
         # The scalar indexes serve the bound's filter now; the vector index only serves dense search through
         # LanceDB, so a reader with its pool in memory builds it only if it ever searches that way (a library's
         # IVF_FLAT takes minutes to build and the pool never reads it).
@@ -241,10 +242,11 @@ class MemoryReader:
         rows = {row["fact_id"]: row for row in dense}
         if self.hybrid:
             try:
-                lexical = self._text_search(probe, vector, where, limit, as_of, pool)
+                lexical = self._text_search(probe, vector, where, limit, as_of, pool) if self._lexical_ok else []
             except Exception as exc:  # the dense result stands alone; the bound is in both searches
-                log.warning("Full-text search failed for the probe %r (%s); dense search only.", probe, exc)
-                lexical = []
+                log.warning("Full-text search failed for the probe %r (%s); this reader searches densely only "
+                            "from now on.", probe, exc)
+                self._lexical_ok, lexical = False, []  # not retried (and its texts not read again) per probe
             for row in lexical:
                 rows.setdefault(row["fact_id"], row)
             fused = rrf([r["fact_id"] for r in dense if r["fact_id"] not in excluded],
