@@ -3,7 +3,7 @@
 A full-text index on the shared `facts` table would score with statistics of every row of the
 table (document frequencies, average length, document count): every book of the data home. A
 prefilter bounds which rows come back, not the statistics, so a character's answers changed
-when the user built another book (the project ranked that way until e888d34). `LexicalIndex`
+when the user built another book (the project ranked that way until de671a4). `LexicalIndex`
 holds F_c's texts in a private in-memory LanceDB table (`memory://`, never written to the data
 home) with its own full-text index made by `create_text_index`: LanceDB's analyser (tokenizer,
 stop words, stemming, folding) and BM25, statistics of F_c alone.
