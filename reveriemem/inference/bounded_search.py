@@ -172,11 +172,11 @@ def text_search(table: Any, query: str, where: str, limit: int, columns: Sequenc
     return rows
 
 
-def create_text_index(table: Any, replace: bool = False) -> None:
+def create_text_index(table: Any) -> None:
     """The native full-text (BM25) index on `text`, with LanceDB's default analyser: the `simple`
     tokenizer, tokens of 40 bytes or more dropped, lower case, English stop words removed,
     English (Snowball) stemming, ASCII folding."""
-    table.create_fts_index(FTS_COLUMN, replace=replace)
+    table.create_fts_index(FTS_COLUMN)
 
 
 def rrf(*ranked: Sequence[str], k: int = RRF_K) -> dict[str, float]:

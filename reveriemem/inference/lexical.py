@@ -54,8 +54,9 @@ def start_offsets(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 class LexicalIndex:
     """BM25 over one character's bounded fact set, statistics of that set alone.
 
-    Rows are numbered as given (`row`); `search` returns row numbers, best first. The index is
-    made on first search (once, thread-safe) and lives as long as its owner.
+    Rows are numbered as given (`row`); `search` returns row numbers, best first. The index of the
+    rows known at a cut point is made on the first search at that cut (thread-safe), the last
+    `CUT_INDEXES` cuts' kept beside the whole set's, as long as their owner lives.
     """
 
     def __init__(self, fact_ids: Sequence[str], texts: Sequence[str | None], source_starts: np.ndarray,
