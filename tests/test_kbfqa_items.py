@@ -12,7 +12,7 @@ from eval.items import REFUSAL_OPTION, ItemFileError, gold_items, read_items, wr
 from eval.memory import load_book_memory
 from reveriemem.core.demo import demo_gold
 from reveriemem.core.registry import load_book
-from reveriemem.inference.offline_reader import stem, terms
+from reveriemem.inference.offline_reader import Rarity, read_options, stem, terms
 
 ITEM = {"id": "x1", "character": "Mara", "split": "KRf", "question": "Mara, which cask?",
         "options": {"A": "the red one", "B": "the cask nearest the door", "C": "none", "D": "the last",
@@ -74,6 +74,22 @@ def test_the_demo_gold_items_are_valid_items(demo_book) -> None:
 def test_light_stems_meet_inflections() -> None:
     assert stem("lamps") == stem("lamp") and stem("filled") == stem("fill") and stem("stopped") == "stop"
     assert terms("The Lamplighter's lamps were filled") == ["lamplighter", "lamp", "fill"]
+
+
+def test_stems_meet_irregular_verbs_and_the_silent_e() -> None:
+    # a question asks in the present what the book tells in the past
+    assert stem("found") == stem("find") and stem("struck") == stem("strike") and stem("written") == stem("write")
+    assert stem("wrote") == stem("writing") == stem("write") and stem("came") == stem("coming") == stem("come")
+    assert stem("hated") == stem("hate") != stem("hat") and stem("caused") == stem("cause")
+    assert stem("tried") == stem("try") and stem("dying") == stem("died") == stem("die")
+    assert stem("speed") == "speed" and stem("proceeded") == stem("proceed")  # "-eed" is not cut to "-e"
+
+
+def test_an_option_is_read_across_an_irregular_verb() -> None:
+    passages = ["Mara found a brass key under the cask.", "Mara finds the ledger torn on the desk."]
+    reading = read_options("What did Mara find under the cask?", {"A": "A torn ledger", "B": "A brass key"},
+                           passages, Rarity(passages), names=[])
+    assert reading.choice == "B"
 
 
 def test_cloze_items_from_the_built_demo(built_demo) -> None:

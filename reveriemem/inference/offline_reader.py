@@ -50,14 +50,58 @@ _TIE = 1e-6  # supports closer than this are equal
 
 
 def stem(word: str) -> str:
-    """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill", and the
-    British and American spellings of a word ("colour"/"color", "realised"/"realized", "grey"/"gray")."""
-    return _spelling(_suffixes(word.removesuffix("'s").removesuffix("'")))
+    """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill", an irregular verb
+    and its base ("found"/"find", "struck"/"strike", "written"/"write"), and the British and American
+    spellings of a word ("colour"/"color", "realised"/"realized", "grey"/"gray")."""
+    word = word.removesuffix("'s").removesuffix("'")
+    return _spelling(_silent_e(_IRREGULAR.get(word) or _suffixes(word)))
+
+
+def _silent_e(word: str) -> str:
+    """A final silent "e" dropped where a cut "-ed" or "-ing" would not put it back (Porter's step 5a), so
+    "cause" meets "caused" ("caus") as "hate" meets "hated" ("hate")."""
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+        base = word[:-1]
+        if _measure(base) > 1 or (_measure(base) == 1 and not _short_syllable(base)):
+            return base
+    return word
+
+
+# The past and participle forms of common irregular verbs, read as the verb's base: a question asks
+# "What did you find?" of a book that says "I found". Forms that are as often another word are left
+# out ("rose", "lay", "ground", "left", "bore", "saw" is kept: in a novel it is nearly always "see").
+_IRREGULAR = {form: base for base, forms in (
+    ("arise", "arose arisen"), ("awake", "awoke awoken"), ("become", "became"), ("begin", "began begun"),
+    ("bend", "bent"), ("bid", "bade bidden"), ("bind", "bound"), ("bite", "bit bitten"), ("bleed", "bled"),
+    ("blow", "blew blown"), ("break", "broke broken"), ("breed", "bred"), ("bring", "brought"),
+    ("build", "built"), ("burn", "burnt"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"), ("come", "came"),
+    ("cling", "clung"), ("creep", "crept"), ("deal", "dealt"), ("dig", "dug"), ("draw", "drew drawn"),
+    ("dream", "dreamt"), ("drink", "drank drunk"), ("drive", "drove driven"), ("eat", "ate eaten"),
+    ("fall", "fell fallen"), ("feed", "fed"), ("feel", "felt"), ("fight", "fought"), ("find", "found"),
+    ("flee", "fled"), ("fling", "flung"), ("fly", "flew flown"), ("forbid", "forbade forbidden"),
+    ("forget", "forgot forgotten"), ("forgive", "forgave forgiven"), ("freeze", "froze frozen"),
+    ("die", "dying"), ("lie", "lying"), ("tie", "tying"), ("get", "got gotten"), ("give", "gave given"), ("go", "went gone"), ("grow", "grew grown"),
+    ("hang", "hung"), ("hear", "heard"), ("hide", "hid hidden"), ("hold", "held"), ("keep", "kept"),
+    ("kneel", "knelt"), ("lead", "led"), ("lean", "leant"), ("leap", "leapt"), ("lend", "lent"),
+    ("lose", "lost"), ("make", "made"), ("mean", "meant"), ("pay", "paid"), ("ride", "rode ridden"),
+    ("ring", "rang rung"), ("rise", "risen"), ("run", "ran"), ("see", "saw seen"), ("seek", "sought"),
+    ("sell", "sold"), ("send", "sent"), ("shake", "shook shaken"), ("shine", "shone"), ("shoot", "shot"),
+    ("shrink", "shrank shrunk"), ("sing", "sang sung"), ("sink", "sank sunk"), ("sit", "sat"),
+    ("slay", "slew slain"), ("sleep", "slept"), ("slide", "slid"), ("sling", "slung"), ("speak", "spoke spoken"),
+    ("spend", "spent"), ("spin", "spun"), ("spring", "sprang sprung"), ("stand", "stood"),
+    ("steal", "stole stolen"), ("stick", "stuck"), ("sting", "stung"), ("stride", "strode"),
+    ("strike", "struck stricken"), ("swear", "swore sworn"), ("sweep", "swept"), ("swim", "swam swum"),
+    ("swing", "swung"), ("take", "took taken"), ("teach", "taught"), ("tear", "tore torn"),
+    ("think", "thought"), ("throw", "threw thrown"), ("wake", "woke woken"), ("wear", "wore worn"),
+    ("weep", "wept"), ("win", "won"), ("wind", "wound"), ("write", "wrote written"),
+) for form in forms.split()}
 
 
 def _suffixes(word: str) -> str:
     if len(word) == 4 and word.endswith("ied"):
         return word[:-1]  # "died" -> "die", "lied" -> "lie"
+    if len(word) == 5 and word.endswith("ied"):
+        return word[:-3] + "y"  # "tried" -> "try", "cried" -> "cry"
     for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "s" and word.endswith(("ss", "us", "is")):
@@ -65,10 +109,43 @@ def _suffixes(word: str) -> str:
             if suffix == "es" and not word.endswith(("ches", "shes", "sses", "xes", "zes")):
                 continue
             base = word[: -len(suffix)] + keep
-            if suffix in ("ing", "ed") and len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]  # "stopped" -> "stop"
-            return base
+            if suffix == "ed" and base.endswith("e"):
+                return word  # "-eed" is "agree" + "d" as often as a word of its own ("speed", "proceed")
+            return _restored(base) if suffix in ("ing", "ed") else base
     return word
+
+
+def _restored(base: str) -> str:
+    """The verb's base after "-ed" or "-ing" is cut (Porter's step 1b): a doubled consonant undone
+    ("stopped" -> "stop"), and the silent "e" put back where the cut took it ("hated" -> "hate", not
+    "hat"; "writing" -> "write", "loved" -> "love"), so the inflected form meets the base form."""
+    if len(base) >= 4 and base[-1] == base[-2] and base[-1] not in "aeiouylsz":
+        return base[:-1]
+    if base.endswith(("at", "bl", "iz")):
+        return base + "e"
+    if _measure(base) == 1 and _short_syllable(base):
+        return base + "e"
+    return base
+
+
+def _vowels(word: str) -> list[bool]:
+    """Porter's vowels: a, e, i, o, u, and "y" after a consonant."""
+    out: list[bool] = []
+    for i, ch in enumerate(word):
+        out.append(ch in "aeiou" or (ch == "y" and i > 0 and not out[i - 1]))
+    return out
+
+
+def _measure(word: str) -> int:
+    """How many vowel-consonant sequences the word has (Porter's m): "hat" 1, "trouble" 2."""
+    marks = _vowels(word)
+    return sum(1 for i in range(1, len(marks)) if marks[i - 1] and not marks[i])
+
+
+def _short_syllable(word: str) -> bool:
+    """The word ends consonant-vowel-consonant, the last not w, x or y ("hop", "writ"; not "hold")."""
+    marks = _vowels(word)
+    return len(word) >= 3 and not marks[-3] and marks[-2] and not marks[-1] and word[-1] not in "wxy"
 
 
 _SPELLINGS = {"grey": "gray", "gaol": "jail", "connexion": "connection", "waggon": "wagon", "shew": "show",
