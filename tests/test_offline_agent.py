@@ -14,7 +14,8 @@ from eval.matching import matched_letter
 from reveriemem.core.demo import demo_gold
 from reveriemem.core.storage import MemoryStore, PartitionRef
 from reveriemem.inference.calibration import DEFAULT_CALIBRATION, load_calibration
-from reveriemem.inference.offline import parse_options, quoted
+from reveriemem.inference.offline import quoted
+from reveriemem.inference.options import parse_options
 from reveriemem_dagster.cli import main
 
 
@@ -26,8 +27,16 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
         assert asked.text == "Who lit it?"
         assert asked.options == {"A": "Mara", "B": "Tobin", "C": "I cannot answer."}
         assert asked.refusal == "C" and asked.answers == {"A": "Mara", "B": "Tobin"}
+    for text, second in (("Who lit it? a) Mara b) Tobin c) I cannot answer.", "b"),
+                         ("Who lit it? (1) Mara (2) Tobin (3) I cannot answer.", "2"),
+                         ("Who lit it?\n1. Mara\n2. Tobin\n3. I cannot answer.", "2")):
+        asked = parse_options(text)  # small letters and numbers, keyed A, B, C, with the user's marks kept
+        assert asked.text == "Who lit it?" and asked.options == {"A": "Mara", "B": "Tobin", "C": "I cannot answer."}
+        assert asked.refusal == "C" and asked.label("B") == second
     plain = parse_options("What did Osric confess to Mr. A. Vane?")
     assert plain.options == {} and plain.text == "What did Osric confess to Mr. A. Vane?"
+    inside = parse_options("Did Mara pay 1. or 2. crowns for the oil?")  # numbers inside a sentence mark nothing
+    assert inside.options == {} and inside.text == "Did Mara pay 1. or 2. crowns for the oil?"
 
 
 def test_a_line_of_dialogue_is_quoted_once() -> None:

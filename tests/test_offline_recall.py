@@ -13,10 +13,10 @@ from reveriemem.inference.offline import (
     BookEvidence,
     OfflineReasoner,
     joined,
-    parse_options,
     quoted,
 )
 from reveriemem.inference.offline_reader import NameFolding, terms
+from reveriemem.inference.options import parse_options
 
 CAL = ReaderCalibration(option_floor=0.02, question_floor=0.3, ratio_floor=0.6, source="test")
 
@@ -55,6 +55,18 @@ def test_a_name_the_book_does_not_use_finds_the_fact_naming_the_character() -> N
     decision = reasoner(["Jim Hawkins", "Jim", "Hawkins"]).decide(asked, [fact(0), fact(2)], [])
     assert decision.stop == "option" and decision.reply.startswith("(A)")
     assert decision.used == ["f0"]
+
+
+def test_the_reply_names_the_option_as_the_user_marked_it() -> None:
+    who = reasoner(["Jim Hawkins", "Jim", "Hawkins"])
+    for marks, first, last in ((("a)", "b)", "c)"), "(a)", "(c)"), (("1.", "2.", "3."), "(1)", "(3)")):
+        a, b, c = marks
+        chosen = who.decide(parse_options(f"Jim, with what did the doctor break the packet's seals? "
+                                          f"{a} a penknife {b} his teeth {c} I cannot answer"), [fact(0)], [])
+        assert chosen.stop == "option" and chosen.reply.startswith(f"{first} a penknife. That much")
+        refused = who.decide(parse_options(f"Which cheese did the squire prefer? {a} cheddar {b} stilton "
+                                           f"{c} I cannot answer"), [fact(0)], [])
+        assert refused.reply.startswith(f"{last} I cannot answer. ") and UNKNOWN in refused.reply
 
 
 def test_a_number_written_out_in_the_question_finds_the_digits_of_the_book() -> None:

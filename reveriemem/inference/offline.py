@@ -6,8 +6,8 @@ its own scene notes), with the project's one offline reader
 Every name is read as one (`NameFolding`: the character file's aliases and descriptors and the
 book's entity table), so "the doctor" or "Mr. Holmes" meets the facts naming Livesey or Holmes.
 
-- A question that carries options, typed as a user would ("A) ...", "A. ...", "(A) ...", on
-  one line or several; `parse_options`), is answered by the option its memory supports best
+- A question that carries options, typed as a user would ("A) ...", "a. ...", "(1) ...", on
+  one line or several; `reveriemem.inference.options.parse_options`), is answered by the option its memory supports best
   (`SupportIndex.support`). Whether to answer at all compares that support with the best
   support the whole book gives any option (`BookEvidence`, read for the comparison only,
   never quoted): the book answers and the character's memory does not (their ratio is below
@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reveriemem.core.errors import RegistryError, StorageError
@@ -52,6 +52,7 @@ from reveriemem.inference.offline_reader import (
     fact_passage,
     term_set,
 )
+from reveriemem.inference.options import Question
 from reveriemem.inference.trace import AnchoredScene
 from reveriemem.inference.turn_text import clip
 
@@ -138,45 +139,6 @@ def load_rarity(book: str, store: MemoryStore | None = None) -> BookEvidence:
     store = store or MemoryStore.for_home()
     facts = store.read("facts", PartitionRef(book)).select("text", "evidence", "source_start", "source_end").to_dicts()
     return BookEvidence([fact_passage(row) for row in facts], book_folding(book, store), [_span(r) for r in facts])
-
-
-# -- options typed in the question -------------------------------------------------------------
-
-_MARKER = re.compile(r"(?:(?<=\s)|^)(?:\(([A-E])\)|([A-E])[).:])(?=\s)")
-_REFUSING = re.compile(r"\b(?:can ?not|can't|cannot|don't|do not|couldn't|could not)\s+(?:answer|know|say|tell)\b"
-                       r"|\bno idea\b|\bnot know\b|\bnone of (?:these|the above)\b", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Question:
-    text: str  # the question without its options
-    options: dict[str, str] = field(default_factory=dict)  # letter -> option, in order
-    refusal: str | None = None  # the option that is itself a refusal, if any
-
-    @property
-    def answers(self) -> dict[str, str]:
-        """The options read against memory (the refusal option is not one)."""
-        return {k: v for k, v in self.options.items() if k != self.refusal}
-
-
-def parse_options(text: str) -> Question:
-    """The question and its options when it carries at least two, lettered from A in order."""
-    text = " ".join(text.split())
-    found: list[tuple[str, int, int]] = []
-    for m in _MARKER.finditer(text):
-        letter = m.group(1) or m.group(2)
-        if letter == "ABCDE"[len(found)] if len(found) < 5 else False:
-            found.append((letter, m.start(), m.end()))
-    if len(found) < 2:
-        return Question(text)
-    options = {}
-    for i, (letter, _, end) in enumerate(found):
-        stop = found[i + 1][1] if i + 1 < len(found) else len(text)
-        options[letter] = text[end:stop].strip()
-    if any(not v for v in options.values()):
-        return Question(text)
-    refusal = next((k for k, v in options.items() if _REFUSING.search(v)), None)
-    return Question(text[: found[0][1]].strip(), options, refusal)
 
 
 # -- deciding ------------------------------------------------------------------------------------
@@ -337,10 +299,11 @@ class OfflineReasoner:
                           book=round(compared.book, 4), ratio=round(compared.ratio, 4),
                           floor=cal.option_floor, ratio_floor=cal.ratio_floor, letter=letter or question.refusal)
             if letter:
-                reply = f"({letter}) {question.options[letter]}. That much I know for myself."
+                reply = f"({question.label(letter)}) {_closed(question.options[letter])} That much I know for myself."
                 return OfflineDecision(reply, [str(fact["fact_id"])] if fact else [], "option", detail)
             why = self.refusal(compared, cal.option_floor)
-            reply = f"({question.refusal}) {question.options[question.refusal]} {why}" if question.refusal else why
+            reply = (f"({question.label(question.refusal)}) {_closed(question.options[question.refusal])} {why}"
+                     if question.refusal else why)
             return OfflineDecision(reply, [], "refusal", detail)
         subject = asked_about(question.text)
         if subject is not None and (about := self._about(subject, pool, detail)) is not None:
@@ -461,6 +424,12 @@ def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecisi
 
 def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[str, Any] | None:
     return pool[passage] if passage is not None and passage < len(pool) else None  # else a scene note
+
+
+def _closed(option: str) -> str:
+    """An option as a sentence of the reply: ended by a stop unless it ends with one ("I cannot answer this.")."""
+    option = option.strip()
+    return option if option.endswith((".", "!", "?", "\"", "”", "'")) else f"{option}."
 
 
 def quoted(text: str) -> str:
