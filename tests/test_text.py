@@ -53,6 +53,20 @@ def test_gutenberg_header_and_footer_are_stripped():
     assert text[start:end] == "Story begins here."
 
 
+def test_the_publishers_back_matter_after_the_end_is_no_story():
+    story = "CHAPTER I\r\n\r\n" + "The lamps were lit along the wall and the boats came home. " * 40
+    closed = story + "\r\n\r\nJONATHAN HARKER.\r\n\r\n    THE END\r\n\r\n_There's More to Follow!_ More stories of the sort you like.\r\n"
+    start, end = find_body(closed)
+    assert closed[start:end].endswith("JONATHAN HARKER.")  # the ad after THE END is not read as story
+    # a last chapter called "The End", a book's part ending, or THE END early in the book close nothing
+    titled = story + "\n\nCHAPTER XXX\n\nThe End\n\n" + "She walked home at last. " * 10
+    assert find_body(titled)[1] == len(titled.rstrip())
+    part = story + "\n\nTHE END OF THE FIRST BOOK.\n\nThe second book begins.\n"
+    assert find_body(part)[1] == len(part.rstrip())
+    early = "THE END\n\n" + story
+    assert find_body(early)[1] == len(early.rstrip())
+
+
 def test_text_without_gutenberg_framing_is_all_body():
     assert find_body("Just a story.\n") == (0, len("Just a story."))
 

@@ -171,8 +171,17 @@ def read_book_file(path: Path) -> DecodedText:
     return decode_book_bytes(path.read_bytes(), str(path))
 
 
+# "THE END" (or "Finis") alone on its line in the last part of a book closes the story: what follows
+# it is back matter (a publisher's list of other titles, a transcriber's corrections), not the story.
+_THE_END_RE = re.compile(r"^[ \t]*(?:the\s+end|finis)\.?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_BACK_MATTER_SHARE = 0.2  # "THE END" closes the story only within this last share of the body
+# ... and not when it is a chapter's title: the line before it is a chapter heading ("CHAPTER XXX", "The End")
+_HEADED = re.compile(r"^[ \t]*(?:chapter|book|part|canto)\b[^\n]*\n(?:[ \t]*\r?\n)*\Z", re.IGNORECASE | re.MULTILINE)
+
+
 def find_body(text: str) -> tuple[int, int]:
-    """Offsets of the story body: inside the Gutenberg START/END markers if present."""
+    """Offsets of the story body: inside the Gutenberg START/END markers if present, and before a
+    closing "THE END" line in the body's last fifth (not "THE END OF THE FIRST BOOK")."""
     start, end = 0, len(text)
     start_match = _START_RE.search(text)
     if start_match:
@@ -180,6 +189,10 @@ def find_body(text: str) -> tuple[int, int]:
     end_match = _END_RE.search(text, start)
     if end_match:
         end = end_match.start()
+    closing = [m.start() for m in _THE_END_RE.finditer(text, start, end)
+               if m.start() >= end - _BACK_MATTER_SHARE * (end - start) and not _HEADED.search(text, start, m.start())]
+    if closing:
+        end = closing[0]
     while start < end and text[start] in "\r\n":
         start += 1
     while end > start and text[end - 1] in " \t\r\n":
