@@ -85,6 +85,12 @@ def test_stems_meet_irregular_verbs_and_the_silent_e() -> None:
     assert stem("speed") == "speed" and stem("proceeded") == stem("proceed")  # "-eed" is not cut to "-e"
 
 
+def test_an_adverb_meets_its_word_and_a_noun_in_ly_is_left_whole() -> None:
+    assert stem("terribly") == stem("terrible") and stem("happily") == stem("happy") and stem("sadly") == stem("sad")
+    assert stem("hurriedly") == stem("hurry") and stem("fully") == stem("full") and stem("simply") == stem("simple")
+    assert stem("family") == stem("families") and stem("reply") == stem("replied") and stem("early") != stem("ear")
+
+
 def test_an_option_is_read_across_an_irregular_verb() -> None:
     passages = ["Mara found a brass key under the cask.", "Mara finds the ledger torn on the desk."]
     reading = read_options("What did Mara find under the cask?", {"A": "A torn ledger", "B": "A brass key"},

@@ -102,7 +102,9 @@ def _suffixes(word: str) -> str:
         return word[:-1]  # "died" -> "die", "lied" -> "lie"
     if len(word) == 5 and word.endswith("ied"):
         return word[:-3] + "y"  # "tried" -> "try", "cried" -> "cry"
-    for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""), ("ly", "")):
+    if word.endswith("ly"):
+        return _adverb(word)
+    for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "s" and word.endswith(("ss", "us", "is")):
                 return word
@@ -113,6 +115,32 @@ def _suffixes(word: str) -> str:
                 return word  # "-eed" is "agree" + "d" as often as a word of its own ("speed", "proceed")
             return _restored(base) if suffix in ("ing", "ed") else base
     return word
+
+
+# Words ending in "-ly" that are no adverb cut from a word ("family", "reply", "jolly"), and adverbs
+# whose word is not the cut ("fully" is "full", "daily" is "day").
+_NOT_ADVERBS = frozenset(("family", "reply", "comply", "apply", "supply", "imply", "jolly", "folly", "belly", "holly",
+                          "bully", "gully", "tally", "rally", "ally", "sally", "billy", "lily", "silly", "early",
+                          "holy", "ugly", "melancholy", "ghastly", "grisly", "assembly", "anomaly", "monopoly",
+                          "butterfly", "italy", "july", "piccadilly"))
+_ADVERBS_OF = {"fully": "full", "truly": "true", "wholly": "whole", "duly": "due", "daily": "day"}
+
+
+def _adverb(word: str) -> str:
+    """An adverb read as its word: "sadly" -> "sad", "terribly" -> "terrible", "happily" -> "happy",
+    "basically" -> "basic", "hurriedly" -> "hurry" (the cut word's own ending is cut in turn)."""
+    if word in _NOT_ADVERBS or len(word) < 5:
+        return word
+    if word in _ADVERBS_OF:
+        return _ADVERBS_OF[word]
+    if word.endswith("ically"):
+        return word[:-4]
+    if word.endswith(("bly", "mply")):
+        return word[:-1] + "e"  # "terribly" -> "terrible", "simply" -> "simple"
+    if word.endswith("ily") and len(word) >= 6:
+        return word[:-3] + "y"
+    base = word[:-2]
+    return _suffixes(base) if base.endswith(("ing", "ed")) else base
 
 
 def _restored(base: str) -> str:
