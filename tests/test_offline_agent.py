@@ -37,6 +37,12 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     assert plain.options == {} and plain.text == "What did Osric confess to Mr. A. Vane?"
     inside = parse_options("Did Mara pay 1. or 2. crowns for the oil?")  # numbers inside a sentence mark nothing
     assert inside.options == {} and inside.text == "Did Mara pay 1. or 2. crowns for the oil?"
+    for text in ("Is it true that Mr. A. Smith and Mr. B. Jones met?",  # initials after a title mark nothing
+                 "Mara, two questions. 1. Who lit the lamp? 2. When did she go home?"):  # numbered questions
+        assert parse_options(text).options == {}
+    six = parse_options("Who lit it? a) Mara b) Tobin c) Ansel d) Elspeth e) Osric f) Corwen")
+    assert six.options["E"] == "Osric" and six.options["F"] == "Corwen" and six.label("F") == "f"
+    assert parse_options("Who lit it A) Mara B) Tobin").options == {"A": "Mara", "B": "Tobin"}  # no "?" needed
 
 
 def test_a_line_of_dialogue_is_quoted_once() -> None:

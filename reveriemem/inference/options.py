@@ -1,9 +1,9 @@
 """A question as a user types it: the question, and its options when it carries them.
 
 Options are read in the forms users type them: "A) ...", "(A) ...", "A. ...", "A: ...", with capital
-letters, small letters or numbers, on one line or several. They are keyed A-E whatever their marks,
-and the reply names an option by the mark the user typed (`Question.label`). An option that is
-itself a refusal ("I cannot answer this", "I don't know") is the question's `refusal`.
+letters, small letters or numbers (up to eight), on one line or several. They are keyed A, B, C...
+whatever their marks, and the reply names an option by the mark the user typed (`Question.label`). An
+option that is itself a refusal ("I cannot answer this", "I don't know") is the question's `refusal`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 
 # An option's marker, typed as "A)", "(A)", "A." or "A:", with capitals, small letters or numbers.
-_MARKERS = tuple(re.compile(rf"(?:(?<=\s)|^)(?:\(({labels})\)|({labels})[).:])(?=\s)")
-                 for labels in ("[A-E]", "[a-e]", "[1-5]"))
-LETTERS = "ABCDE"
+_MARKERS = tuple(re.compile(rf"(?:(?<=\s)|^)(?:\(({labels})\)|({labels})([).:]))(?=\s)")
+                 for labels in ("[A-H]", "[a-h]", "[1-8]"))
+LETTERS = "ABCDEFGH"
 _REFUSING = re.compile(r"\b(?:can ?not|can't|cannot|don't|do not|couldn't|could not)\s+(?:answer|know|say|tell)\b"
                        r"|\bno idea\b|\bnot know\b|\bnone of (?:these|the above)\b", re.IGNORECASE)
 
@@ -22,7 +22,7 @@ _REFUSING = re.compile(r"\b(?:can ?not|can't|cannot|don't|do not|couldn't|could 
 @dataclass(frozen=True)
 class Question:
     text: str  # the question without its options
-    options: dict[str, str] = field(default_factory=dict)  # letter (A-E) -> option, in order
+    options: dict[str, str] = field(default_factory=dict)  # letter (A, B, ...) -> option, in order
     refusal: str | None = None  # the option that is itself a refusal, if any
     labels: dict[str, str] = field(default_factory=dict)  # letter -> the label as typed ("a", "1"), when not the letter
 
@@ -38,18 +38,21 @@ class Question:
 
 def parse_options(text: str) -> Question:
     """The question and its options when it carries at least two, marked in order from A, a or 1 (the
-    first of those that marks two; small letters and numbers only after the question's end); the options
-    are keyed A-E whatever their marks."""
+    first of those that marks two where options can stand); the options are keyed A, B, C... whatever
+    their marks. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin"), not inside a
+    sentence ("Did he pay 1. or 2. crowns?", "Mr. A. Smith and Mr. B. Jones"); capitals closed by a
+    bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered questions ("1. Who lit it? 2. When?")
+    are one question, not options."""
     text = " ".join(text.split())
     for marker in _MARKERS:
         found: list[tuple[str, int, int]] = []
+        bracketed = True
         for m in marker.finditer(text):
             label = m.group(1) or m.group(2)
             if len(found) < len(LETTERS) and LETTERS.index(_letter(label)) == len(found):
                 found.append((label, m.start(), m.end()))
-        # small letters and numbers mark options only after the question ends ("Who lit it? 1. Mara 2. Tobin"),
-        # not inside a sentence ("Did he pay 1. or 2. pounds?")
-        if len(found) >= 2 and (marker is _MARKERS[0] or text[: found[0][1]].rstrip().endswith(("?", ":", "."))):
+                bracketed = bracketed and m.group(3) in (None, ")")
+        if len(found) >= 2 and ((marker is _MARKERS[0] and bracketed) or _ends_question(text[: found[0][1]])):
             break
     else:
         return Question(text)
@@ -57,11 +60,21 @@ def parse_options(text: str) -> Question:
     for i, (label, _, end) in enumerate(found):
         stop = found[i + 1][1] if i + 1 < len(found) else len(text)
         options[_letter(label)] = text[end:stop].strip()
-    if any(not v for v in options.values()):
+    if any(not v for v in options.values()) or sum(v.endswith("?") for v in options.values()) >= 2:
         return Question(text)
     refusal = next((k for k, v in options.items() if _REFUSING.search(v)), None)
     labels = {_letter(label): label for label, _, _ in found if label != _letter(label)}
     return Question(text[: found[0][1]].strip(), options, refusal, labels)
+
+
+def _ends_question(before: str) -> bool:
+    """Does the text before the first mark end a question or a sentence ("...?", "...:", "...options.")
+    rather than stop at an initial or a title ("Mr.", "J.")?"""
+    before = before.rstrip()
+    if before.endswith(("?", ":")):
+        return True
+    last = before.rsplit(" ", 1)[-1]
+    return before.endswith(".") and len(last.strip(".")) >= 4
 
 
 def _letter(label: str) -> str:
