@@ -65,6 +65,19 @@ def test_the_publishers_back_matter_after_the_end_is_no_story():
     assert find_body(part)[1] == len(part.rstrip())
     early = "THE END\n\n" + story
     assert find_body(early)[1] == len(early.rstrip())
+    for heading in ("XXX.", "EPILOGUE", "Chapter the Last"):  # other shapes of a last chapter's heading
+        titled = f"{story}\n\n{heading}\n\nThe End\n\n" + "She walked home at last. " * 10
+        assert find_body(titled)[1] == len(titled.rstrip())
+    for closing in ("_THE END_", "[THE END]", "FINIS.", "THE END.  "):  # printed forms of the closing line
+        ended = f"{story}\r\n\r\nPart of him stayed there.\r\n\r\n{closing}\r\n\r\nMore titles.\r\n"
+        assert closed_at(ended).endswith("Part of him stayed there.")
+    continued = story + "\n\nThe end.\n\nShe walked home.\n\nTHE END\n\nCHAPTER XXXI\n\nThe morning after.\n"
+    assert find_body(continued)[1] == len(continued.rstrip())  # a sentence "The end." or a chapter after: no cut
+
+
+def closed_at(text: str) -> str:
+    start, end = find_body(text)
+    return text[start:end]
 
 
 def test_text_without_gutenberg_framing_is_all_body():

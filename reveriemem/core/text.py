@@ -173,15 +173,32 @@ def read_book_file(path: Path) -> DecodedText:
 
 # "THE END" (or "Finis") alone on its line in the last part of a book closes the story: what follows
 # it is back matter (a publisher's list of other titles, a transcriber's corrections), not the story.
-_THE_END_RE = re.compile(r"^[ \t]*(?:the\s+end|finis)\.?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+# Printed as a closing line is printed: in capitals or title case, perhaps in italics or brackets.
+_THE_END_RE = re.compile(r"^[ \t\u00a0]*[_\[]?(?:THE\s+END|The\s+End|FINIS|Finis)[.!]?[_\]]?[ \t\u00a0]*\r?$",
+                         re.MULTILINE)
 _BACK_MATTER_SHARE = 0.2  # "THE END" closes the story only within this last share of the body
-# ... and not when it is a chapter's title: the line before it is a chapter heading ("CHAPTER XXX", "The End")
-_HEADED = re.compile(r"^[ \t]*(?:chapter|book|part|canto)\b[^\n]*\n(?:[ \t]*\r?\n)*\Z", re.IGNORECASE | re.MULTILINE)
+# ... and not when it is a chapter's title (the line before it is a heading: "CHAPTER XXX", "XXX.",
+# "EPILOGUE") or a chapter follows it
+_HEADING_LINE = re.compile(r"^[ \t]*(?:(?:chapter|book|part|canto)\s+(?:[ivxlc]+|\d+|the\s+last)\b[^\n]{0,60}"
+                           r"|[ivxlc]+\.?|\d+\.?|epilogue|prologue|conclusion|postscript)[ \t]*\r?$", re.IGNORECASE)
+_CHAPTER_AFTER = re.compile(r"^[ \t]*(?:chapter|book|part)\s+(?:[ivxlc]+|\d+)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def _closes_story(text: str, at: int, start: int, end: int) -> bool:
+    """Does the "THE END" line at `at` close the story: in the body's last part, not a chapter's title,
+    and no chapter after it?"""
+    if at < end - _BACK_MATTER_SHARE * (end - start):
+        return False
+    before = [line for line in text[start:at].splitlines() if line.strip()]
+    if before and _HEADING_LINE.match(before[-1]):
+        return False
+    return _CHAPTER_AFTER.search(text, at, end) is None
 
 
 def find_body(text: str) -> tuple[int, int]:
     """Offsets of the story body: inside the Gutenberg START/END markers if present, and before a
-    closing "THE END" line in the body's last fifth (not "THE END OF THE FIRST BOOK")."""
+    closing "THE END" line in the body's last fifth (not "THE END OF THE FIRST BOOK", not a last
+    chapter titled "The End"). A registered book keeps the body it was registered with."""
     start, end = 0, len(text)
     start_match = _START_RE.search(text)
     if start_match:
@@ -189,8 +206,7 @@ def find_body(text: str) -> tuple[int, int]:
     end_match = _END_RE.search(text, start)
     if end_match:
         end = end_match.start()
-    closing = [m.start() for m in _THE_END_RE.finditer(text, start, end)
-               if m.start() >= end - _BACK_MATTER_SHARE * (end - start) and not _HEADED.search(text, start, m.start())]
+    closing = [m.start() for m in _THE_END_RE.finditer(text, start, end) if _closes_story(text, m.start(), start, end)]
     if closing:
         end = closing[0]
     while start < end and text[start] in "\r\n":

@@ -53,26 +53,31 @@ def stem(word: str) -> str:
     """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill", an irregular verb
     and its base ("found"/"find", "struck"/"strike", "written"/"write"), and the British and American
     spellings of a word ("colour"/"color", "realised"/"realized", "grey"/"gray")."""
-    word = word.removesuffix("'s").removesuffix("'")
+    word = _SPELLINGS.get(word, word).removesuffix("'s").removesuffix("'")
     return _spelling(_silent_e(_IRREGULAR.get(word) or _suffixes(word)))
 
 
 def _silent_e(word: str) -> str:
     """A final silent "e" dropped where a cut "-ed" or "-ing" would not put it back (Porter's step 5a), so
     "cause" meets "caused" ("caus") as "hate" meets "hated" ("hate")."""
-    if len(word) > 3 and word.endswith("e") and not word.endswith("ee"):
+    if len(word) > 3 and word.endswith("e") and not word.endswith("ee") and word not in _KEEP_E:
         base = word[:-1]
         if _measure(base) > 1 or (_measure(base) == 1 and not _short_syllable(base)):
             return base
     return word
 
 
+# Words whose "e" is no silent e a cut could have taken: without it they are other words ("quit", "born").
+_KEEP_E = frozenset(("quite", "haste", "humane", "borne", "route"))
+
 # The past and participle forms of common irregular verbs, read as the verb's base: a question asks
 # "What did you find?" of a book that says "I found". Forms that are as often another word are left
-# out ("rose", "lay", "ground", "left", "bore", "saw" is kept: in a novel it is nearly always "see").
+# out ("rose", "lay", "ground", "left", "bore", "wound", "bit", "bound"; "saw" is kept: in a novel it is
+# nearly always "see"), and a noun told by the same form goes with it ("thoughts", "shots"). Each base
+# reads as itself ("spring" is not cut to "spr").
 _IRREGULAR = {form: base for base, forms in (
     ("arise", "arose arisen"), ("awake", "awoke awoken"), ("become", "became"), ("begin", "began begun"),
-    ("bend", "bent"), ("bid", "bade bidden"), ("bind", "bound"), ("bite", "bit bitten"), ("bleed", "bled"),
+    ("bend", "bent"), ("bid", "bade bidden"), ("bite", "bitten"), ("bleed", "bled"),
     ("blow", "blew blown"), ("break", "broke broken"), ("breed", "bred"), ("bring", "brought"),
     ("build", "built"), ("burn", "burnt"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"), ("come", "came"),
     ("cling", "clung"), ("creep", "crept"), ("deal", "dealt"), ("dig", "dug"), ("draw", "drew drawn"),
@@ -80,28 +85,28 @@ _IRREGULAR = {form: base for base, forms in (
     ("fall", "fell fallen"), ("feed", "fed"), ("feel", "felt"), ("fight", "fought"), ("find", "found"),
     ("flee", "fled"), ("fling", "flung"), ("fly", "flew flown"), ("forbid", "forbade forbidden"),
     ("forget", "forgot forgotten"), ("forgive", "forgave forgiven"), ("freeze", "froze frozen"),
-    ("die", "dying"), ("lie", "lying"), ("tie", "tying"), ("get", "got gotten"), ("give", "gave given"), ("go", "went gone"), ("grow", "grew grown"),
+    ("die", "dying"), ("lie", "lying"), ("tie", "tying"), ("get", "got gotten"), ("give", "gave given"), ("go", "went gone going goes"), ("grow", "grew grown"),
     ("hang", "hung"), ("hear", "heard"), ("hide", "hid hidden"), ("hold", "held"), ("keep", "kept"),
     ("kneel", "knelt"), ("lead", "led"), ("lean", "leant"), ("leap", "leapt"), ("lend", "lent"),
     ("lose", "lost"), ("make", "made"), ("mean", "meant"), ("pay", "paid"), ("ride", "rode ridden"),
     ("ring", "rang rung"), ("rise", "risen"), ("run", "ran"), ("see", "saw seen"), ("seek", "sought"),
-    ("sell", "sold"), ("send", "sent"), ("shake", "shook shaken"), ("shine", "shone"), ("shoot", "shot"),
+    ("sell", "sold"), ("send", "sent"), ("shake", "shook shaken"), ("shine", "shone"), ("shoot", "shot shots"),
     ("shrink", "shrank shrunk"), ("sing", "sang sung"), ("sink", "sank sunk"), ("sit", "sat"),
     ("slay", "slew slain"), ("sleep", "slept"), ("slide", "slid"), ("sling", "slung"), ("speak", "spoke spoken"),
     ("spend", "spent"), ("spin", "spun"), ("spring", "sprang sprung"), ("stand", "stood"),
     ("steal", "stole stolen"), ("stick", "stuck"), ("sting", "stung"), ("stride", "strode"),
     ("strike", "struck stricken"), ("swear", "swore sworn"), ("sweep", "swept"), ("swim", "swam swum"),
     ("swing", "swung"), ("take", "took taken"), ("teach", "taught"), ("tear", "tore torn"),
-    ("think", "thought"), ("throw", "threw thrown"), ("wake", "woke woken"), ("wear", "wore worn"),
-    ("weep", "wept"), ("win", "won"), ("wind", "wound"), ("write", "wrote written"),
-) for form in forms.split()}
+    ("think", "thought thoughts"), ("throw", "threw thrown"), ("wake", "woke woken"), ("wear", "wore worn"),
+    ("weep", "wept"), ("win", "won"), ("write", "wrote written"),
+) for form in (base, *forms.split())}
 
 
 def _suffixes(word: str) -> str:
     if len(word) == 4 and word.endswith("ied"):
         return word[:-1]  # "died" -> "die", "lied" -> "lie"
-    if len(word) == 5 and word.endswith("ied"):
-        return word[:-3] + "y"  # "tried" -> "try", "cried" -> "cry"
+    if len(word) == 5 and word.endswith(("ied", "ies")):
+        return word[:-3] + "y"  # "tried", "tries" -> "try"; "cries" -> "cry"
     if word.endswith("ly"):
         return _adverb(word)
     for suffix, keep in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
@@ -122,19 +127,17 @@ def _suffixes(word: str) -> str:
 _NOT_ADVERBS = frozenset(("family", "reply", "comply", "apply", "supply", "imply", "jolly", "folly", "belly", "holly",
                           "bully", "gully", "tally", "rally", "ally", "sally", "billy", "lily", "silly", "early",
                           "holy", "ugly", "melancholy", "ghastly", "grisly", "assembly", "anomaly", "monopoly",
-                          "butterfly", "italy", "july", "piccadilly"))
-_ADVERBS_OF = {"fully": "full", "truly": "true", "wholly": "whole", "duly": "due", "daily": "day"}
+                          "butterfly", "dragonfly", "unholy", "italy", "july", "piccadilly"))
+_ADVERBS_OF = {"fully": "full", "truly": "true", "wholly": "whole", "duly": "due", "daily": "day", "gently": "gentle"}
 
 
 def _adverb(word: str) -> str:
     """An adverb read as its word: "sadly" -> "sad", "terribly" -> "terrible", "happily" -> "happy",
-    "basically" -> "basic", "hurriedly" -> "hurry" (the cut word's own ending is cut in turn)."""
+    "physically" -> "physical", "hurriedly" -> "hurry" (the cut word's own ending is cut in turn)."""
     if word in _NOT_ADVERBS or len(word) < 5:
         return word
     if word in _ADVERBS_OF:
         return _ADVERBS_OF[word]
-    if word.endswith("ically"):
-        return word[:-4]
     if word.endswith(("bly", "mply")):
         return word[:-1] + "e"  # "terribly" -> "terrible", "simply" -> "simple"
     if word.endswith("ily") and len(word) >= 6:
