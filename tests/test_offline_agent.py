@@ -37,9 +37,14 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     assert plain.options == {} and plain.text == "What did Osric confess to Mr. A. Vane?"
     inside = parse_options("Did Mara pay 1. or 2. crowns for the oil?")  # numbers inside a sentence mark nothing
     assert inside.options == {} and inside.text == "Did Mara pay 1. or 2. crowns for the oil?"
-    for text in ("Is it true that Mr. A. Smith and Mr. B. Jones met?",  # initials after a title mark nothing
-                 "Mara, two questions. 1. Who lit the lamp? 2. When did she go home?"):  # numbered questions
+    for text in ("Is it true that Mr. A. Smith and Prof. B. Jones met?",  # initials after a title mark nothing
+                 "Mara, two questions. 1. Who lit the lamp? 2. When did she go home?",  # numbered questions
+                 "Two questions: 1) who lit the lamp, and 2) when did she go home?"):
         assert parse_options(text).options == {}
+    for text in ("Pick one. A. Mara B. Tobin", "Who lit it\nA. Mara\nB. Tobin", 'Who said "Go home!" A. Mara B. Tobin'):
+        assert parse_options(text).options == {"A": "Mara", "B": "Tobin"}  # after a sentence, or each on its line
+    asked = parse_options("Which did she ask? A) Who lit it? B) When did she go?")  # options may be questions
+    assert asked.options == {"A": "Who lit it?", "B": "When did she go?"}
     six = parse_options("Who lit it? a) Mara b) Tobin c) Ansel d) Elspeth e) Osric f) Corwen")
     assert six.options["E"] == "Osric" and six.options["F"] == "Corwen" and six.label("F") == "f"
     assert parse_options("Who lit it A) Mara B) Tobin").options == {"A": "Mara", "B": "Tobin"}  # no "?" needed

@@ -71,6 +71,8 @@ def test_the_publishers_back_matter_after_the_end_is_no_story():
     for closing in ("_THE END_", "[THE END]", "FINIS.", "THE END.  "):  # printed forms of the closing line
         ended = f"{story}\r\n\r\nPart of him stayed there.\r\n\r\n{closing}\r\n\r\nMore titles.\r\n"
         assert closed_at(ended).endswith("Part of him stayed there.")
+    signed = story + "\n\nYours ever,\n\nL.\n\nTHE END\n\nMore titles.\n"  # a signed initial is no heading
+    assert closed_at(signed).endswith("L.")
     continued = story + "\n\nThe end.\n\nShe walked home.\n\nTHE END\n\nCHAPTER XXXI\n\nThe morning after.\n"
     assert find_body(continued)[1] == len(continued.rstrip())  # a sentence "The end." or a chapter after: no cut
 

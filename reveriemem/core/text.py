@@ -180,7 +180,7 @@ _BACK_MATTER_SHARE = 0.2  # "THE END" closes the story only within this last sha
 # ... and not when it is a chapter's title (the line before it is a heading: "CHAPTER XXX", "XXX.",
 # "EPILOGUE") or a chapter follows it
 _HEADING_LINE = re.compile(r"^[ \t]*(?:(?:chapter|book|part|canto)\s+(?:[ivxlc]+|\d+|the\s+last)\b[^\n]{0,60}"
-                           r"|[ivxlc]+\.?|\d+\.?|epilogue|prologue|conclusion|postscript)[ \t]*\r?$", re.IGNORECASE)
+                           r"|[ivxlc]{2,}\.?|\d{1,3}\.?|epilogue|prologue|conclusion|postscript)[ \t]*\r?$", re.IGNORECASE)
 _CHAPTER_AFTER = re.compile(r"^[ \t]*(?:chapter|book|part)\s+(?:[ivxlc]+|\d+)\b", re.IGNORECASE | re.MULTILINE)
 
 

@@ -53,8 +53,9 @@ def stem(word: str) -> str:
     """A light, deterministic stem: enough to meet "lamps"/"lamp" and "filled"/"fill", an irregular verb
     and its base ("found"/"find", "struck"/"strike", "written"/"write"), and the British and American
     spellings of a word ("colour"/"color", "realised"/"realized", "grey"/"gray")."""
-    word = _SPELLINGS.get(word, word).removesuffix("'s").removesuffix("'")
-    return _spelling(_silent_e(_IRREGULAR.get(word) or _suffixes(word)))
+    word = word.removesuffix("'s").removesuffix("'")
+    base = _IRREGULAR.get(word) or _suffixes(word)
+    return _spelling(_silent_e(_SPELLINGS.get(base, base)))
 
 
 def _silent_e(word: str) -> str:
@@ -68,7 +69,7 @@ def _silent_e(word: str) -> str:
 
 
 # Words whose "e" is no silent e a cut could have taken: without it they are other words ("quit", "born").
-_KEEP_E = frozenset(("quite", "haste", "humane", "borne", "route"))
+_KEEP_E = frozenset(("quite", "haste", "humane", "borne", "route", "severe", "suite", "tinge", "corpse"))
 
 # The past and participle forms of common irregular verbs, read as the verb's base: a question asks
 # "What did you find?" of a book that says "I found". Forms that are as often another word are left
@@ -125,9 +126,9 @@ def _suffixes(word: str) -> str:
 # Words ending in "-ly" that are no adverb cut from a word ("family", "reply", "jolly"), and adverbs
 # whose word is not the cut ("fully" is "full", "daily" is "day").
 _NOT_ADVERBS = frozenset(("family", "reply", "comply", "apply", "supply", "imply", "jolly", "folly", "belly", "holly",
-                          "bully", "gully", "tally", "rally", "ally", "sally", "billy", "lily", "silly", "early",
-                          "holy", "ugly", "melancholy", "ghastly", "grisly", "assembly", "anomaly", "monopoly",
-                          "butterfly", "dragonfly", "unholy", "italy", "july", "piccadilly"))
+                          "bully", "gully", "tally", "rally", "sally", "billy", "silly", "early", "melancholy",
+                          "ghastly", "grisly", "assembly", "anomaly", "monopoly", "butterfly", "dragonfly", "unholy",
+                          "italy", "piccadilly"))  # shorter words ("holy", "ugly", "july") are never cut
 _ADVERBS_OF = {"fully": "full", "truly": "true", "wholly": "whole", "duly": "due", "daily": "day", "gently": "gentle"}
 
 

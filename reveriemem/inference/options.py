@@ -39,42 +39,51 @@ class Question:
 def parse_options(text: str) -> Question:
     """The question and its options when it carries at least two, marked in order from A, a or 1 (the
     first of those that marks two where options can stand); the options are keyed A, B, C... whatever
-    their marks. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin"), not inside a
-    sentence ("Did he pay 1. or 2. crowns?", "Mr. A. Smith and Mr. B. Jones"); capitals closed by a
-    bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered questions ("1. Who lit it? 2. When?")
-    are one question, not options."""
-    text = " ".join(text.split())
+    their marks. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin") or each at the
+    start of a line, not inside a sentence ("Did he pay 1. or 2. crowns?", "Prof. A. Smith and Dr. B.
+    Jones"); capitals closed by a bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered
+    questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options."""
+    lines = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     for marker in _MARKERS:
         found: list[tuple[str, int, int]] = []
         bracketed = True
-        for m in marker.finditer(text):
+        for m in marker.finditer(lines):
             label = m.group(1) or m.group(2)
             if len(found) < len(LETTERS) and LETTERS.index(_letter(label)) == len(found):
                 found.append((label, m.start(), m.end()))
                 bracketed = bracketed and m.group(3) in (None, ")")
-        if len(found) >= 2 and ((marker is _MARKERS[0] and bracketed) or _ends_question(text[: found[0][1]])):
+        if len(found) < 2:
+            continue
+        first = found[0][1]
+        if (marker is _MARKERS[0] and bracketed) or _ends_question(lines[:first]) or lines[first - 1:first] == "\n":
             break
     else:
-        return Question(text)
+        return Question(" ".join(text.split()))
     options = {}
     for i, (label, _, end) in enumerate(found):
-        stop = found[i + 1][1] if i + 1 < len(found) else len(text)
-        options[_letter(label)] = text[end:stop].strip()
-    if any(not v for v in options.values()) or sum(v.endswith("?") for v in options.values()) >= 2:
-        return Question(text)
+        stop = found[i + 1][1] if i + 1 < len(found) else len(lines)
+        options[_letter(label)] = " ".join(lines[end:stop].split())
+    numbered = marker is not _MARKERS[0]
+    if any(not v for v in options.values()) or (numbered and any(v.endswith("?") for v in options.values())):
+        return Question(" ".join(text.split()))
     refusal = next((k for k, v in options.items() if _REFUSING.search(v)), None)
     labels = {_letter(label): label for label, _, _ in found if label != _letter(label)}
-    return Question(text[: found[0][1]].strip(), options, refusal, labels)
+    return Question(" ".join(lines[:found[0][1]].split()), options, refusal, labels)
+
+
+# Words a stop ends that end no sentence: titles and abbreviations before a name.
+_TITLES = frozenset(("mr", "mrs", "ms", "dr", "st", "prof", "capt", "lieut", "col", "gen", "sgt", "rev", "messrs",
+                     "mme", "mlle", "jr", "sr", "no", "vol", "ch", "mt", "ft"))
 
 
 def _ends_question(before: str) -> bool:
-    """Does the text before the first mark end a question or a sentence ("...?", "...:", "...options.")
+    """Does the text before the first mark end a question or a sentence ("...?", "...:", '..."Go!"', "Pick one.")
     rather than stop at an initial or a title ("Mr.", "J.")?"""
     before = before.rstrip()
-    if before.endswith(("?", ":")):
+    if before.rstrip("\"”’')").endswith(("?", ":", "!")):
         return True
-    last = before.rsplit(" ", 1)[-1]
-    return before.endswith(".") and len(last.strip(".")) >= 4
+    last = before.rsplit(None, 1)[-1].rstrip(".").lower() if before else ""
+    return before.endswith(".") and len(last) >= 2 and last not in _TITLES
 
 
 def _letter(label: str) -> str:
