@@ -25,7 +25,7 @@ from reveriemem.core.demo import demo_gold
 from reveriemem.core.embeddings import HashEmbedder
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.settings import data_home
-from reveriemem.core.text import FUNCTION_WORDS
+from reveriemem.core.text import FUNCTION_WORDS, Paragraph, sentences_of
 from reveriemem.models import FakeModel, ModelHandle, open_model
 
 REFERENCE = ["direct", "naive-rag", "raptor", "hipporag", "comorag", "bookworld"]
@@ -218,9 +218,14 @@ def test_raptor_tree_summarises_clusters_of_chunks(demo_book) -> None:
     for parent in parents:
         assert parent.method == "heuristic:raptor-extractive-v1"
         assert 0 < len(parent.text.split()) <= SUMMARY_WORDS * 5 // 4
-        # extractive: every summary sentence comes from its children
-        children = " ".join(method.nodes[c].text for c in parent.children)
-        assert parent.text.split(". ")[0].rstrip(".") in children
+        # extractive: the summary is its children's own sentences, in order, joined
+        sentences = [s.text for c in parent.children
+                     for s in sentences_of(Paragraph(0, 0, len(method.nodes[c].text), method.nodes[c].text))]
+        rest = parent.text
+        for sentence in sentences:
+            if rest.startswith(sentence):
+                rest = rest[len(sentence):].lstrip()
+        assert rest == "", rest[:80]
     hits = method.retrieve(_items(demo_book)["q01"])
     assert len(hits) == 8
 
