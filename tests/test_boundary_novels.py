@@ -35,7 +35,7 @@ PRESENCE = Path(__file__).resolve().parents[1] / "eval" / "presence"
     ("tom-sawyer", 0.077, 0.820),  # 7.4% / 82.3% (held out: no rule was written against it)
     ("a-study-in-scarlet", 0.020, 0.941),  # 1.7% / 94.4% (4.9% / 95.9% when it was first scored)
     ("treasure-island", 0.029, 0.897),  # 2.6% / 90.0% (11.1% / 91.0% when it was first scored)
-    ("dracula", 0.032, 0.742),  # 3.0% / 74.5% (16.8% / 69.7% when it was first scored)
+    ("dracula", 0.032, 0.745),  # 3.0% / 74.8% (16.8% / 69.7% when it was first scored)
 ])
 def test_an_annotated_novel_leaks_no_more_and_recalls_no_less(slug, most_leak, least_recall):
     path = BOOKS / f"{slug}.txt"
