@@ -239,23 +239,24 @@ def scene_evidence(
                 if slug in evidence and slug != utterance.speaker:
                     evidence[slug].addressed += 1
                     evidence[slug].addressed_at.append(paragraph.start)
+        fragments = narration_fragments(paragraph, spans)
         narrator = narrator_at.get(index)
         if narrator in evidence:
-            narration = "".join(text[a:b] for a, b in narration_fragments(paragraph, spans))
+            narration = "".join(text[a:b] for a, b in fragments)
             if _FIRST_PERSON.search(narration):
                 evidence[narrator].narration += 1
                 _present(evidence[narrator], index, paragraph.start)
                 named.add(narrator)
-                for offset in narrator_moves(text, narration_fragments(paragraph, spans)):
+                for offset in narrator_moves(text, fragments):
                     alone.append((offset, frozenset([narrator])))  # the narration goes where the narrator goes
-                for begin, end in writing_now(text, narration_fragments(paragraph, spans)):
+                for begin, end in writing_now(text, fragments):
                     with_me = {m.character for m in mentions_by_paragraph.get(index, []) if begin <= m.start < end}
                     alone.append((begin, frozenset([narrator, *with_me])))  # the writer's own moment, with the page
-                if company_leaves(text, narration_fragments(paragraph, spans)):
+                if company_leaves(text, fragments):
                     named = {narrator}  # "We left him": "my companion" is no longer known to be him
         inset = is_inset(text, paragraph)  # a letter or log read in the scene: what it tells is not seen there
         if not inset:
-            for a, b in narration_fragments(paragraph, spans):
+            for a, b in fragments:
                 companies.extend((m.start(), index) for m in _COMPANY_ACTS.finditer(text, a, b))
         left_at: list[int] = []  # ends of this paragraph's sentences that narrate a departure
         for mention in mentions_by_paragraph.get(index, []):
@@ -328,7 +329,6 @@ def scene_evidence(
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])
-        fragments = narration_fragments(paragraph, spans)
         if not inset:  # "we saw Lord Godalming and Quincey Morris. They came quickly in": the two named act
             told = [m for m in mentions_by_paragraph.get(index, []) if not in_spans(m.start, spans)]
             for a, b in fragments:
