@@ -80,6 +80,12 @@ def test_a_missing_or_repeated_marker_is_an_error_naming_the_passage(marker, mes
         locate_passages(tale(), bad)
 
 
+def test_a_passage_marked_in_the_back_matter_after_the_story_is_left_out():
+    book = tale()  # "FOOTER" follows the story: a transcriber's notes the book reader does not read as story
+    located = locate_passages(book, [*passages(), PresencePassage("notes", "FOOTER", (), unannotated=True)])
+    assert [p.id for p in located] == ["p1", "p2", "p3", "p4"] and located[-1].end == book.body_end
+
+
 def test_a_marker_copied_in_a_chapter_openings_small_capitals_is_found(tmp_path: Path):
     from reveriemem.core.registry import prepare_book
 

@@ -173,9 +173,10 @@ def read_book_file(path: Path) -> DecodedText:
 
 # "THE END" (or "Finis") alone on its line in the last part of a book closes the story: what follows
 # it is back matter (a publisher's list of other titles, a transcriber's corrections), not the story.
-# Printed as a closing line is printed: in capitals or title case, perhaps in italics or brackets.
-_THE_END_RE = re.compile(r"^[ \t\u00a0]*[_\[]?(?:THE\s+END|The\s+End|FINIS|Finis)[.!]?[_\]]?[ \t\u00a0]*\r?$",
-                         re.MULTILINE)
+# Printed as a closing line is printed: in capitals or title case, perhaps in italics or brackets. A
+# transcriber's heading ("ORIGINAL TRANSCRIBER'S NOTES:") there opens back matter the same way.
+_THE_END_RE = re.compile(r"^[ \t\u00a0]*[_\[]?(?:THE\s+END|The\s+End|FINIS|Finis|(?i:(?:original\s+)?transcriber['’]?s?"
+                         r"\s+notes?))[.!:]?[_\]]?[ \t\u00a0]*\r?$", re.MULTILINE)
 _BACK_MATTER_SHARE = 0.2  # "THE END" closes the story only within this last share of the body
 # ... and not when it is a chapter's title (the line before it is a heading: "CHAPTER XXX", "XXX.",
 # "EPILOGUE") or a chapter follows it
