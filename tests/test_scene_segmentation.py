@@ -126,6 +126,12 @@ def test_a_count_of_days_an_ordinal_day_or_a_date_opens_a_candidate_span(opening
     ("“We shall meet at Paris,” he said, and sat down in the sitting-room.", "the sitting-room"),
     ("He went on in every way--the house was empty.", ""),
     ("Bad weather in May kept them at home.", ""),
+    ("We met next day and inspected the rooms at No. 221B, [5] Baker Street.", "Baker Street"),  # a note number
+    ("Victoria is a town in the island of Hong Kong. We landed at the quay.", "the quay"),  # exposition
+    ("The papers had long accounts of the affair in America. Holmes read them at breakfast.", ""),  # nobody there
+    ("He slept well in that city, and woke late.", ""),  # a place told elsewhere
+    ("He was led at last into the Honourable Mr. Batulcar's theatre.", ""),  # a title, not a place
+    ("I sat down to wait. " * 70 + "At last we reached the stockade.", ""),  # told long after the opening
 ])
 def test_offline_locations_are_marked_places_or_empty(opening: str, location: str):
     from reveriemem.source_to_memory.reading import heuristic_setting

@@ -14,6 +14,7 @@ from reveriemem.core.registry import Book
 from reveriemem.core.text import FUNCTION_WORDS, Paragraph, normalise_space, split_paragraphs
 from reveriemem.source_to_memory.deaths import death_offsets
 from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
+from reveriemem.source_to_memory.facts import is_exposition
 from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, Mention
 from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_bounds, scene_evidence
 from reveriemem.source_to_memory.scenes import (
@@ -158,8 +159,10 @@ _NOT_PLACES = {
     "I", "No", "Mr", "Mrs", "Miss", "Dr", "Sir", "Lord", "Lady", "Captain", "Colonel", "God", "English",
     "French", "German", "Latin", "Spanish", "Arabic", "Christian", "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December", "Monday", "Tuesday", "Wednesday",
-    "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Yes", "Oh",
+    "Thursday", "Friday", "Saturday", "Sunday", "Christmas", "Yes", "Oh", "Honourable", "Honorable", "Reverend",
 }
+# A demonstrative or a quantifier points at a place told elsewhere ("in that city", "at every station").
+_POINTING = frozenset(("that", "this", "these", "those", "which", "what", "each", "every", "any", "some", "such"))
 _TIME_RE = re.compile(
     r"\b((?:early\s+|late\s+)?(?:next\s+|that\s+|this\s+|the\s+following\s+)?(?:morning|evening|night|"
     r"afternoon|dawn|dusk|midnight|noon|sunset|sunrise|daybreak)|\d{1,2}\s+(?:January|February|March|April|"
@@ -179,27 +182,46 @@ class Setting:
 def heuristic_setting(text: str, names: Collection[str] = ()) -> Setting:
     """A first guess at a scene's place and time from its opening; atmosphere needs a model.
 
-    The location is a phrase the text marks as a place: a preposition of place
-    and a place-word ("the sitting-room", "the Admiral Benbow inn") or a
-    capitalised name that is neither a function word, a character's name
-    (`names`), a possessive nor a title ("No", "His", "Sherlock Holmes",
-    "the Land" are not places). Empty when nothing qualifies: no location is
-    better than a wrong one.
+    The location is a phrase the text marks as a place where the narration puts people: a preposition
+    of place and a place-word ("the sitting-room", "the Admiral Benbow inn") or a capitalised name that
+    is neither a function word, a character's name (`names`), a possessive nor a title ("No", "His",
+    "Sherlock Holmes", "the Land" are not places), in a narrated sentence of the opening (its first
+    `_SETTING_CHARS` characters, quotes left out) that has a person in it ("I", "we", "he", a character's
+    name) and is no general-present exposition ("Hong Kong is an island"). Empty when nothing
+    qualifies: no location is better than a wrong one (`benchmarks/settings.py` measures both).
     """
-    opening = normalise_space(text[:2500])
+    opening = narration(_FOOTNOTE_MARK.sub("", normalise_space(text[: 2 * _SETTING_CHARS])))[:_SETTING_CHARS]
     location = ""
-    for match in _PLACE_RE.finditer(narration(opening)):
+    for match in _PLACE_RE.finditer(opening):
         phrase = match.group(1)
-        if is_place_phrase(phrase, names):
+        sentence = _sentence_at(opening, match.start(), match.end())
+        if is_place_phrase(phrase, names) and not is_exposition(sentence) and _has_person(sentence, names):
             location = phrase
             break
-    time_match = _TIME_RE.search(opening)
+    time_match = _TIME_RE.search(normalise_space(text[:2500]))
     return Setting(location=location, time=time_match.group(1) if time_match else "", atmosphere="")
+
+
+_SETTING_CHARS = 1200  # a scene's place is told in its opening, not in what it later speaks of
+_FOOTNOTE_MARK = re.compile(r"\s*\[\d{1,3}\]")  # "at No. 221B, [5] Baker Street": an edition's note number
+_PERSON = re.compile(r"\b(?:I|[Ww]e|[Hh]e|[Ss]he|[Tt]hey|me|us|him|her|them)\b")
+
+
+def _sentence_at(text: str, start: int, end: int) -> str:
+    opened = max(text.rfind(stop, 0, start) for stop in (". ", "? ", "! ", "; ")) + 1
+    closed = min((i for i in (text.find(stop, end) for stop in (". ", "? ", "! ", "; ")) if i >= 0), default=len(text))
+    return text[opened:closed]
+
+
+def _has_person(sentence: str, names: Collection[str]) -> bool:
+    return _PERSON.search(sentence) is not None or any(name in sentence for name in names if name)
 
 
 def is_place_phrase(phrase: str, names: Collection[str] = ()) -> bool:
     """Is `phrase` (what follows a preposition of place) a place, by the rules of `heuristic_setting`?"""
     words = phrase.split()
+    if words[0].lower() in _POINTING:
+        return False
     if not words[-1][:1].isupper():
         return True  # a determiner and a lower-case place-word: the regex asked for one
     named = [_POSSESSIVE.sub("", w) for w in (words[1:] if words[0] in ("the", "a", "an") else words)]
