@@ -44,6 +44,23 @@ def test_add_book_registers_with_slug_from_file_name(tmp_path: Path):
     assert "never occurs" in result.output  # John Watson's canonical name is not in the text
 
 
+def test_a_character_is_found_by_the_name_a_reader_writes(tmp_path: Path):
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.registry import prepare_book
+
+    story = STORY + "\r\nHarker and Mina Harker came in.\r\n"
+    book, _ = prepare_book(*_files(tmp_path, story=story, characters=CHARACTERS + "  - name: Jonathan Harker\n    aliases: [Harker]\n"
+                                   "    gender: male\n  - name: Mina Harker\n    aliases: [Mina, Miss Murray]\n"
+                                   "    gender: female\n"))
+    for written, name in [("Dr. John H. Watson", "John Watson"), ("Mr Holmes", "Sherlock Holmes"),
+                          ("Inspector Sherlock Holmes", "Sherlock Holmes"), ("Mrs. Mina Harker", "Mina Harker"),
+                          ("Harker", "Jonathan Harker")]:
+        assert book.character(written).name == name, written
+    for other in ("Mrs. Harker Senior", "Mrs. Holmes", "Mrs. Murray", "John", "Mycroft"):  # no one, or not one
+        with pytest.raises(RegistryError, match="not a focus character"):
+            book.character(other)
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(None, "does not exist"), (b"", "is empty"), (b"\x00\x01\x02binary", "binary")],

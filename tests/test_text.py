@@ -105,6 +105,15 @@ def test_a_title_before_a_name_ends_no_sentence_run():
     assert [run.group() for run in sentence_runs("I wrote to Mr.")] == ["I wrote to Mr."]  # at the end, it ends one
 
 
+def test_a_marker_is_found_as_a_reader_copies_it_across_line_breaks_and_quotation_marks():
+    text = "Mr. Fogg lived at No. 7, Saville Row, Burlington\r\nGardens.  \u201cYes,\u201d he said. It\u2019s late."
+    at = text.index("Saville")
+    for marker in ("Saville Row, Burlington Gardens", "Saville Row, Burlington\nGardens", "Saville  Row,\tBurlington"):
+        assert find_all_text(text, marker) == [at], marker  # a space, LF or tab for the file's CRLF
+    assert find_text(text, '"Yes," he said. It\'s late.') == text.index("\u201cYes")  # straight quotes for curly
+    assert find_text(text, "Saville Row Burlington") == -1  # the words must still be the book's, comma and all
+
+
 def test_a_chapter_opening_in_small_capitals_reads_as_its_word_at_the_same_offsets():
     text = ("CHAPTER IV.\r\n\r\nTHE SEA CHEST\r\n\r\nWE rode hard all the way.\r\n\r\n\"WELL, sir,\" said he. "
             "The NOT in a sentence stays.\r\n\r\nHISPANIOLA and offered a target.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -56,8 +57,44 @@ class Book:
             names = {character.name, character.slug, *character.aliases}
             if wanted in {n.lower() for n in names}:
                 return character
+        # Then as a reader writes a name: with or without a title, with more of the name than the file
+        # gives ("Dr. John H. Watson" is Watson); the character whose name matches most of it ("Mrs. Mina
+        # Harker" is Mina, not Jonathan "Harker"), if only one does.
+        words = _name_words(wanted)
+        matched = {c.slug: max((len(_name_words(n)) for n in (c.name, *c.aliases)
+                                if _name_words(n) and _name_words(n) <= words and _titles_agree(wanted, n, c.gender)),
+                               default=0)
+                   for c in self.characters}
+        best = max(matched.values(), default=0)
+        found = [c for c in self.characters if best and matched[c.slug] == best]
+        if len(found) == 1:
+            return found[0]
         known = ", ".join(c.name for c in self.characters)
         raise RegistryError(f"{name_or_alias!r} is not a focus character of {self.slug} (known: {known}).")
+
+
+_TITLES = frozenset(("mr", "mrs", "miss", "ms", "dr", "doctor", "captain", "capt", "colonel", "sir", "lady", "lord",
+                     "madam", "professor", "prof", "monsieur", "mister", "squire", "the"))
+
+
+_FEMALE_TITLES = frozenset(("mrs", "miss", "ms", "madam", "lady"))
+_MALE_TITLES = frozenset(("mr", "mister", "sir", "lord", "monsieur"))
+
+
+def _titles_agree(wanted: str, alias: str, gender: str) -> bool:
+    """A title said with a name must fit the character: "Mrs. Hawkins" is not Jim, and "Mrs. Westenra" is
+    not "Miss Westenra"."""
+    said = set(re.findall(r"[a-z]+", wanted.lower())) & (_FEMALE_TITLES | _MALE_TITLES)
+    own = set(re.findall(r"[a-z]+", alias.lower())) & (_FEMALE_TITLES | _MALE_TITLES)
+    if (said & _FEMALE_TITLES and gender == "male") or (said & _MALE_TITLES and gender == "female"):
+        return False
+    return not (said and own and not said & own)
+
+
+def _name_words(name: str) -> frozenset[str]:
+    """A name's words, lower case, titles and initials left out ("Dr. John H. Watson" -> john, watson)."""
+    words = re.findall(r"[^\W\d_]+", name.lower())
+    return frozenset(w for w in words if w not in _TITLES and len(w) > 1)
 
 
 def books_root(home: Path | None = None) -> Path:

@@ -279,11 +279,20 @@ def find_all_text(text: str, marker: str, start: int = 0, end: int | None = None
     paragraph openings are `fold_small_caps`-ed), in order: as written anywhere, and with its own opening
     folded the same way where a paragraph opens ("IN the year 1878 I took my degree")."""
     end = len(text) if end is None else end
-    found = {m.start() for m in re.compile(re.escape(marker)).finditer(text, start, end)}
+    found = {m.start() for m in re.compile(_loose(marker)).finditer(text, start, end)}
     folded = fold_small_caps(marker)
     if folded != marker:
-        found |= {m.start() for m in re.compile(_PARAGRAPH_OPENING + re.escape(folded)).finditer(text, start, end)}
+        found |= {m.start() for m in re.compile(_PARAGRAPH_OPENING + _loose(folded)).finditer(text, start, end)}
     return sorted(found)
+
+
+_QUOTE_CLASSES = {**dict.fromkeys("\"“”", "[\"“”]"), **dict.fromkeys("'‘’", "['‘’]")}
+
+
+def _loose(marker: str) -> str:
+    """A pattern for `marker` as a reader copies it: any run of spaces or line breaks (CRLF too) for each
+    of its own, and straight or curly quotation marks alike."""
+    return r"\s+".join("".join(_QUOTE_CLASSES.get(ch) or re.escape(ch) for ch in word) for word in marker.split())
 
 
 def find_text(text: str, marker: str, start: int = 0, end: int | None = None) -> int:
