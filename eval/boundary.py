@@ -208,17 +208,18 @@ def locate_passages(book: Book, passages: Sequence[PresencePassage]) -> list[Loc
     An `unannotated` record only ends the passage before it: the text up to the next marker is left out.
 
     Markers are searched inside the story body; each must occur exactly once
-    there, and the markers must follow the annotation's order. A passage whose marker is in the back
-    matter after the story (an annotation that marks "ORIGINAL TRANSCRIBER'S NOTES:" as unannotated)
-    is left out, and the passage before it ends with the story.
+    there, and the markers must follow the annotation's order. An unannotated record whose marker is in
+    the back matter after the story ("ORIGINAL TRANSCRIBER'S NOTES:"), with every record after it, is
+    left out, and the passage before it ends with the story; any other marker there is an error.
     """
     text, body_start, body_end = book.text, book.body_start, book.body_end
     starts: list[int] = []
     for number, passage in enumerate(passages):
         occurrences = find_all_text(text, passage.marker, body_start, body_end)
         found = occurrences[0] if occurrences else -1
-        if found < 0 and find_all_text(text, passage.marker, body_end, len(text)):
-            passages = passages[:number]  # this passage and the ones after it are back matter
+        if found < 0 and passage.unannotated and all(
+                find_all_text(text, later.marker, body_end, len(text)) for later in passages[number:]):
+            passages = passages[:number]  # an unannotated stretch and all after it lie in the back matter
             break
         if found < 0:
             raise PresenceAnnotationError(f"The marker of passage {passage.id} ({passage.marker!r}) is not in "

@@ -84,6 +84,10 @@ def test_a_passage_marked_in_the_back_matter_after_the_story_is_left_out():
     book = tale()  # "FOOTER" follows the story: a transcriber's notes the book reader does not read as story
     located = locate_passages(book, [*passages(), PresencePassage("notes", "FOOTER", (), unannotated=True)])
     assert [p.id for p in located] == ["p1", "p2", "p3", "p4"] and located[-1].end == book.body_end
+    for bad in ([*passages()[:2], PresencePassage("notes", "FOOTER", (), unannotated=True), passages()[2]],
+                [*passages()[:2], PresencePassage("pX", "FOOTER", ("Bob Roe",))]):  # story after it, or annotated
+        with pytest.raises(PresenceAnnotationError, match="not in the story text"):
+            locate_passages(book, bad)
 
 
 def test_a_marker_copied_in_a_chapter_openings_small_capitals_is_found(tmp_path: Path):

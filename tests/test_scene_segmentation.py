@@ -127,7 +127,8 @@ def test_a_count_of_days_an_ordinal_day_or_a_date_opens_a_candidate_span(opening
     ("He went on in every way--the house was empty.", ""),
     ("Bad weather in May kept them at home.", ""),
     ("We met next day and inspected the rooms at No. 221B, [5] Baker Street.", "Baker Street"),  # a note number
-    ("Victoria is a town in the island of Hong Kong. We landed at the quay.", "the quay"),  # exposition
+    ("Victoria is a town in the island of Hong Kong. We landed at the quay.", "the quay"),  # a lecture: nobody there
+    ("I walked with Mrs. Westenra in the garden.", "the garden"),  # a title's stop ends no sentence
     ("The papers had long accounts of the affair in America. Holmes read them at breakfast.", ""),  # nobody there
     ("He slept well in that city, and woke late.", ""),  # a place told elsewhere
     ("He was led at last into the Honourable Mr. Batulcar's theatre.", ""),  # a title, not a place

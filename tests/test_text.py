@@ -79,11 +79,13 @@ def test_the_publishers_back_matter_after_the_end_is_no_story():
 
 def test_a_transcribers_notes_at_the_end_are_no_story():
     story = "CHAPTER I\r\n\r\n" + "The lamps were lit along the wall and the boats came home. " * 40
-    for heading in ("ORIGINAL TRANSCRIBER’S NOTES:", "Transcriber's Note", "TRANSCRIBERS NOTES"):
+    for heading in ("ORIGINAL TRANSCRIBER\u2019S NOTES:", "TRANSCRIBER'S NOTE"):
         noted = f"{story}\r\n\r\nIn the meantime, be content.\r\n\r\n{heading}\r\n\r\n[Footnote 1: a caption.]\r\n"
         assert closed_at(noted).endswith("In the meantime, be content.")  # the footnotes are no story
-    early = "Transcriber's Note: spellings are kept.\n\n" + story  # a note before the story, or early, cuts nothing
+    early = "TRANSCRIBER'S NOTES\n\n" + story  # a note before the story cuts nothing
     assert find_body(early)[1] == len(early.rstrip())
+    inside = f"{story}\n\n[Transcriber's Note:\nA leaf is missing here.]\n\nShe walked home at last.\n"
+    assert find_body(inside)[1] == len(inside.rstrip())  # a bracketed note inside the story is no heading
 
 
 def closed_at(text: str) -> str:

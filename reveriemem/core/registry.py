@@ -57,44 +57,44 @@ class Book:
             names = {character.name, character.slug, *character.aliases}
             if wanted in {n.lower() for n in names}:
                 return character
-        # Then as a reader writes a name: with or without a title, with more of the name than the file
-        # gives ("Dr. John H. Watson" is Watson); the character whose name matches most of it ("Mrs. Mina
-        # Harker" is Mina, not Jonathan "Harker"), if only one does.
-        words = _name_words(wanted)
-        matched = {c.slug: max((len(_name_words(n)) for n in (c.name, *c.aliases)
-                                if _name_words(n) and _name_words(n) <= words and _titles_agree(wanted, n, c.gender)),
-                               default=0)
-                   for c in self.characters}
-        best = max(matched.values(), default=0)
-        found = [c for c in self.characters if best and matched[c.slug] == best]
+        # Then as a reader writes a name: with a title before it ("Mr Holmes", "Mrs. Mina Harker",
+        # "Inspector Lestrade"), if the title fits the character ("Mrs. Hawkins" is not Jim) and the name
+        # without it is one character's.
+        bare = _untitled(wanted)
+        found = [c for c in self.characters
+                 if bare != wanted and _titles_agree(wanted, c.gender)
+                 and any(_untitled(n.lower()) == bare and _same_title(wanted, n.lower()) for n in (c.name, *c.aliases))]
         if len(found) == 1:
             return found[0]
         known = ", ".join(c.name for c in self.characters)
         raise RegistryError(f"{name_or_alias!r} is not a focus character of {self.slug} (known: {known}).")
 
 
-_TITLES = frozenset(("mr", "mrs", "miss", "ms", "dr", "doctor", "captain", "capt", "colonel", "sir", "lady", "lord",
-                     "madam", "professor", "prof", "monsieur", "mister", "squire", "the"))
-
-
+_TITLE = re.compile(r"^(?:(?:mr|mrs|miss|ms|dr|doctor|captain|capt|colonel|col|inspector|sergeant|sir|lady|lord|madam|"
+                    r"professor|prof|monsieur|mister|squire|master|the)\.?\s+)+")
 _FEMALE_TITLES = frozenset(("mrs", "miss", "ms", "madam", "lady"))
-_MALE_TITLES = frozenset(("mr", "mister", "sir", "lord", "monsieur"))
+_MALE_TITLES = frozenset(("mr", "mister", "sir", "lord", "monsieur", "master"))
 
 
-def _titles_agree(wanted: str, alias: str, gender: str) -> bool:
-    """A title said with a name must fit the character: "Mrs. Hawkins" is not Jim, and "Mrs. Westenra" is
-    not "Miss Westenra"."""
-    said = set(re.findall(r"[a-z]+", wanted.lower())) & (_FEMALE_TITLES | _MALE_TITLES)
-    own = set(re.findall(r"[a-z]+", alias.lower())) & (_FEMALE_TITLES | _MALE_TITLES)
-    if (said & _FEMALE_TITLES and gender == "male") or (said & _MALE_TITLES and gender == "female"):
-        return False
+def _untitled(name: str) -> str:
+    """A lower-case name without the titles before it ("mrs. mina harker" -> "mina harker")."""
+    return _TITLE.sub("", " ".join(name.split()))
+
+
+def _titles(name: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", name[: len(name) - len(_untitled(name))])) & (_FEMALE_TITLES | _MALE_TITLES)
+
+
+def _titles_agree(wanted: str, gender: str) -> bool:
+    """A title said with a name fits the character's gender: "Mrs. Hawkins" is not Jim."""
+    said = _titles(wanted)
+    return not ((said & _FEMALE_TITLES and gender == "male") or (said & _MALE_TITLES and gender == "female"))
+
+
+def _same_title(wanted: str, alias: str) -> bool:
+    """No other title than the alias's own: "Mrs. Westenra" is not "Miss Westenra"."""
+    said, own = _titles(wanted), _titles(alias)
     return not (said and own and not said & own)
-
-
-def _name_words(name: str) -> frozenset[str]:
-    """A name's words, lower case, titles and initials left out ("Dr. John H. Watson" -> john, watson)."""
-    words = re.findall(r"[^\W\d_]+", name.lower())
-    return frozenset(w for w in words if w not in _TITLES and len(w) > 1)
 
 
 def books_root(home: Path | None = None) -> Path:

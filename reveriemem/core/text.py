@@ -174,9 +174,10 @@ def read_book_file(path: Path) -> DecodedText:
 # "THE END" (or "Finis") alone on its line in the last part of a book closes the story: what follows
 # it is back matter (a publisher's list of other titles, a transcriber's corrections), not the story.
 # Printed as a closing line is printed: in capitals or title case, perhaps in italics or brackets. A
-# transcriber's heading ("ORIGINAL TRANSCRIBER'S NOTES:") there opens back matter the same way.
-_THE_END_RE = re.compile(r"^[ \t\u00a0]*[_\[]?(?:THE\s+END|The\s+End|FINIS|Finis|(?i:(?:original\s+)?transcriber['’]?s?"
-                         r"\s+notes?))[.!:]?[_\]]?[ \t\u00a0]*\r?$", re.MULTILINE)
+# transcriber's heading in capitals alone on its line ("ORIGINAL TRANSCRIBER'S NOTES:") there opens back
+# matter the same way (not a bracketed note inside the story: "[Transcriber's Note: a leaf is missing]").
+_THE_END_RE = re.compile(r"^[ \t\u00a0]*(?:[_\[]?(?:THE\s+END|The\s+End|FINIS|Finis)[.!]?[_\]]?"
+                         r"|(?:ORIGINAL\s+)?TRANSCRIBER['’]S\s+NOTES?:?)[ \t\u00a0]*\r?$", re.MULTILINE)
 _BACK_MATTER_SHARE = 0.2  # "THE END" closes the story only within this last share of the body
 # ... and not when it is a chapter's title (the line before it is a heading: "CHAPTER XXX", "XXX.",
 # "EPILOGUE") or a chapter follows it
@@ -290,8 +291,7 @@ _QUOTE_CLASSES = {**dict.fromkeys("\"“”", "[\"“”]"), **dict.fromkeys("'�
 
 
 def _loose(marker: str) -> str:
-    """A pattern for `marker` as a reader copies it: any run of spaces or line breaks (CRLF too) for each
-    of its own, and straight or curly quotation marks alike."""
+    """A pattern for `marker` as copied: any run of spaces or line breaks for its own, any quotation marks."""
     return r"\s+".join("".join(_QUOTE_CLASSES.get(ch) or re.escape(ch) for ch in word) for word in marker.split())
 
 

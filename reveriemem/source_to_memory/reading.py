@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reveriemem.core.registry import Book
-from reveriemem.core.text import FUNCTION_WORDS, Paragraph, normalise_space, split_paragraphs
+from reveriemem.core.text import FUNCTION_WORDS, Paragraph, normalise_space, sentence_runs, split_paragraphs
 from reveriemem.source_to_memory.deaths import death_offsets
 from reveriemem.source_to_memory.dialogue import ATTRIBUTION_VERSION, Utterance, attribute_dialogue
-from reveriemem.source_to_memory.facts import is_exposition
 from reveriemem.source_to_memory.mentions import MATCHER_VERSION, AliasMatcher, Mention
 from reveriemem.source_to_memory.rosters import ROSTER_VERSION, RosterEvidence, presence_bounds, scene_evidence
 from reveriemem.source_to_memory.scenes import (
@@ -187,15 +186,16 @@ def heuristic_setting(text: str, names: Collection[str] = ()) -> Setting:
     is neither a function word, a character's name (`names`), a possessive nor a title ("No", "His",
     "Sherlock Holmes", "the Land" are not places), in a narrated sentence of the opening (its first
     `_SETTING_CHARS` characters, quotes left out) that has a person in it ("I", "we", "he", a character's
-    name) and is no general-present exposition ("Hong Kong is an island"). Empty when nothing
-    qualifies: no location is better than a wrong one (`benchmarks/settings.py` measures both).
+    name): the narrator's lecture ("Victoria is a town in the island of Hong Kong") puts nobody there.
+    Empty when nothing qualifies: no location is better than a wrong one (`benchmarks/settings.py`
+    measures both).
     """
     opening = narration(_FOOTNOTE_MARK.sub("", normalise_space(text[: 2 * _SETTING_CHARS])))[:_SETTING_CHARS]
     location = ""
     for match in _PLACE_RE.finditer(opening):
         phrase = match.group(1)
         sentence = _sentence_at(opening, match.start(), match.end())
-        if is_place_phrase(phrase, names) and not is_exposition(sentence) and _has_person(sentence, names):
+        if is_place_phrase(phrase, names) and _has_person(sentence, names):
             location = phrase
             break
     time_match = _TIME_RE.search(normalise_space(text[:2500]))
@@ -208,9 +208,12 @@ _PERSON = re.compile(r"\b(?:I|[Ww]e|[Hh]e|[Ss]he|[Tt]hey|me|us|him|her|them)\b")
 
 
 def _sentence_at(text: str, start: int, end: int) -> str:
-    opened = max(text.rfind(stop, 0, start) for stop in (". ", "? ", "! ", "; ")) + 1
-    closed = min((i for i in (text.find(stop, end) for stop in (". ", "? ", "! ", "; ")) if i >= 0), default=len(text))
-    return text[opened:closed]
+    """The sentence, or the clause between semicolons, of `text` holding text[start:end] (a title's stop ends
+    none: "with Mrs. Westenra")."""
+    run = next((r for r in sentence_runs(text) if r.start() <= start < r.end()), None)
+    first, last = (run.start(), run.end()) if run else (start, end)
+    stop = text.find(";", end, last)
+    return text[max(first, text.rfind(";", first, start) + 1): stop if stop >= 0 else last]
 
 
 def _has_person(sentence: str, names: Collection[str]) -> bool:
