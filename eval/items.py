@@ -103,7 +103,8 @@ def item_from_record(record: dict[str, Any], book: Book, *, where: str = "") -> 
     except ReverieMemError as exc:
         raise ItemFileError(f"{prefix}{exc}") from exc
     item = KBFItem(
-        id=str(record["id"]), book=book.slug, character=character.name, split=str(record["split"]),
+        id=str(record["id"]), book=book.slug, character=character.name,
+        split={s.lower(): s for s in SPLITS}.get(str(record["split"]).strip().lower(), str(record["split"])),
         question=" ".join(str(record["question"]).split()),
         options={str(k).strip().upper(): " ".join(str(v).split()) for k, v in options.items()},
         gold=str(record["gold"]).strip().upper(), method=str(record.get("method") or "hand-written"),

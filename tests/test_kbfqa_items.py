@@ -26,9 +26,10 @@ def _write(tmp_path: Path, *records: object) -> Path:
 
 
 def test_items_read_by_alias_ignore_extra_fields_and_round_trip(tmp_path: Path, demo_book) -> None:
-    path = _write(tmp_path, {**ITEM, "difficulty": "hard", "annotator": "x"})
+    path = _write(tmp_path, {**ITEM, "difficulty": "hard", "annotator": "x", "split": "krf "})
     [item] = read_items(path, demo_book)
     assert item.character == "Mara Quell"  # an alias resolves to the canonical name
+    assert item.split == "KRf"  # the split as written in any case
     assert item.book == demo_book.slug and item.method == "hand-written"
     again = tmp_path / "again.jsonl"
     write_items(again, [item])
