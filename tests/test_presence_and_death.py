@@ -404,6 +404,21 @@ hard to believe that she was such a fool. Ann rose and filled the kettle at the 
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann rose and filled")
 
 
+def test_what_moves_a_characters_mind_and_the_thought_it_starts_are_theirs(tmp_path):
+    # Around the World, ch. XVIII: "This expression rather disturbed Fix, without his knowing why. Had the
+    # Frenchman guessed his real purpose? He knew not what to think."
+    _, _, knows = build(tmp_path, """
+Ann and Bob sat together at the long table in the kitchen over their supper.
+
+"You are a sly one," said Ann, laughing at him across the candle.
+
+This word rather disturbed Bob, without his knowing why. Had she found the key? He knew not what to think. Ann rose and filled the kettle at the pump.
+""")
+    assert knowers(knows, "This word rather disturbed Bob") == {"bob-hale"}
+    assert knowers(knows, "He knew not what to think") == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann rose and filled")
+
+
 def test_when_the_story_follows_a_departing_character_the_others_stay_behind(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together at the long table in the kitchen.

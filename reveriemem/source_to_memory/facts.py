@@ -47,7 +47,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v21"
+EVIDENCE_METHOD = "heuristic:evidence-units-v22"
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
@@ -291,6 +291,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if not spoken and thinking_subject(book.text, mention, s_start) and set(actors) <= {
                             mention.character}:  # the thought is the sentence's first clause ("Fix thought")
                         thinkers.add(mention.character)
+                    if not spoken and not actors and _MOVES_THE_MIND.search(book.text, s_start, mention.start):
+                        thinkers.add(mention.character)  # "This expression rather disturbed Fix": his inner state
                     if not spoken and _THOUGHT_INVERTED.match(book.text, s_start, mention.start):
                         thinkers.add(mention.character)  # "So reasoned the detective": the thought just told is his
                         actors.append(mention.character)  # and "he" in the sentences after it stands for him
@@ -342,6 +344,13 @@ def _between(paragraph: Any, quotes: Sequence[tuple[int, int]]) -> list[tuple[in
 
 _VOICED = re.compile(r"\b(?:said|told|asked|answered|replied|cried|exclaimed|called|shouted|whispered)\b"
                      r"(?!\s+(?:to\s+)?(?:him|her)self)")
+
+
+# A verb that moves the mind, with the character as the one moved: "This expression rather disturbed Fix",
+# "The reply puzzled Passepartout not a little". What the narration tells then is inside them.
+_MOVES_THE_MIND = re.compile(r"\b(?:disturbed|troubled|puzzled|perplexed|bewildered|mystified|astonished|amazed|"
+                             r"alarmed|worried|annoyed|vexed|irritated|disquieted|disconcerted|dismayed|"
+                             r"embarrassed)\s+(?:(?:the\s+)?(?:worthy|poor|good|young|old)\s+)?$")
 
 
 # A thought tag with the verb first, closing a thought just told: "So reasoned the detective", "Thus mused Fix".
