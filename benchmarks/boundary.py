@@ -1,6 +1,6 @@
 """Boundary precision of an offline-built memory against a hand-made presence annotation.
 
-    python benchmarks/boundary.py                      # every novel annotated under eval/presence/ (five),
+    python benchmarks/boundary.py                      # every book annotated under eval/presence/ (six),
                                                        # then the demo story
     python benchmarks/boundary.py --book PATH --annotation A.jsonl [--annotation B.jsonl]
     python benchmarks/boundary.py --demo-only --keep-home
