@@ -49,8 +49,9 @@ from reveriemem.source_to_memory.narration_history import (
 )
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
+from reveriemem.source_to_memory.verse_speech import prints_quotation_marks, speeches
 
-ATTRIBUTION_VERSION = "dialogue-v23"
+ATTRIBUTION_VERSION = "dialogue-v24"  # v24: a poem without quotation marks: its speeches by their formulas
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -75,7 +76,7 @@ class Utterance:
     text: str
     speaker: str | None  # focus character slug, or None
     speaker_label: str | None  # the name as found, also for non-focus speakers
-    method: str  # tag | introduced | pronoun | beat | continuation | alternation | reply | none
+    method: str  # tag | introduced | pronoun | beat | continuation | alternation | reply | verse | none
     addressees: list[str] = field(default_factory=list)  # focus slugs addressed by name
     spoken_of: list[str] = field(default_factory=list)  # focus slugs the line itself names (not its speaker's)
     quote_spans: list[tuple[int, int]] = field(default_factory=list)
@@ -152,6 +153,8 @@ def attribute_dialogue(
     alternation and continuation from crossing a scene boundary.
     """
     gender = {c.slug: c.gender for c in characters}
+    if not prints_quotation_marks(paragraphs):
+        return _verse_utterances(text, paragraphs, mentions_by_paragraph, gender)  # a poem without quotation marks
     utterances: list[Utterance] = []
     previous: Utterance | None = None
     before_previous: Utterance | None = None
@@ -252,6 +255,25 @@ def attribute_dialogue(
         previous = utterance
         open_quote = still_open
     return utterances
+
+
+def _verse_utterances(text: str, paragraphs: Sequence[Paragraph], mentions_by_paragraph: dict[int, list[Mention]],
+                       gender: dict[str, str]) -> list[Utterance]:
+    """The speeches of a poem without quotation marks (`verse_speech.speeches`), one utterance per paragraph
+    they cover (the first speech in it), `continues` when the speech runs on into the next."""
+    mentions = sorted((m for ms in mentions_by_paragraph.values() for m in ms), key=lambda m: m.start)
+    by_paragraph: dict[int, Utterance] = {}
+    for speaker, start, end in speeches(text, paragraphs, mentions, gender):
+        for paragraph in paragraphs:
+            a, b = max(start, paragraph.start), min(end, paragraph.end)
+            if b <= a or not text[a:b].strip() or paragraph.index in by_paragraph:
+                continue
+            a += len(text[a:b]) - len(text[a:b].lstrip())
+            by_paragraph[paragraph.index] = Utterance(
+                paragraph=paragraph.index, start=a, end=b, text=" ".join(text[a:b].split()), speaker=speaker,
+                speaker_label=speaker or "?", method="verse" if speaker else "none", quote_spans=[(a, b)],
+                continues=end > paragraph.end)
+    return [by_paragraph[i] for i in sorted(by_paragraph)]
 
 
 def fragments_have_words(text: str, fragments: Sequence[tuple[int, int]]) -> bool:

@@ -23,11 +23,13 @@ from reveriemem.source_to_memory.scenes import (
     candidate_spans,
     heading_flags,
     heuristic_boundaries,
+    inner_cues,
     is_break,
     merge_spans,
     narration,
     split_long,
 )
+from reveriemem.source_to_memory.verse_speech import prints_quotation_marks
 
 HEURISTIC_METHOD = f"heuristic:{SEGMENTER_VERSION}"
 ROSTER_METHOD = f"heuristic:{ROSTER_VERSION}+{ATTRIBUTION_VERSION}+{MATCHER_VERSION}"
@@ -122,9 +124,24 @@ class BookReading:
         return [
             scene_evidence(self.book.text, self.paragraphs, s.paragraphs, self.mentions_by_paragraph,
                            by_paragraph, self.narrator_at, slugs, deaths=self.deaths, genders=genders, names=names,
-                           checkpoints=[self.paragraphs[p].start for p in s.paragraphs[1:] if p in self.shifts])
+                           checkpoints=self._checkpoints(s, by_paragraph))
             for s in scenes
         ]
+
+    def _checkpoints(self, scene: Span, utterances: dict[int, Utterance]) -> list[int]:
+        """Where a scene's presence closes and opens again: its paragraphs that open on a change of time or
+        place, and, in a poem without quotation marks (whose paragraphs run on for pages), its sentences that
+        open on a transition cue outside speech."""
+        marks = [self.paragraphs[p].start for p in scene.paragraphs[1:] if p in self.shifts]
+        if self.unquoted:
+            marks += [at for p in scene.paragraphs for at in inner_cues(
+                self.paragraphs[p], utterances[p].quote_spans if p in utterances else ())]
+        return sorted(marks)
+
+    @cached_property
+    def unquoted(self) -> bool:
+        """A book whose speech has no quotation marks (a poem): its speeches are read by their formulas."""
+        return not prints_quotation_marks(self.paragraphs)
 
     @cached_property
     def shifts(self) -> set[int]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v9"
+SEGMENTER_VERSION = "scenes-v10"  # v10: "Mean while" (verse spelling) is a transition cue
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
@@ -47,7 +47,7 @@ _CUE_RE = re.compile(
     r"|(?:That|This)\s+(?:same\s+)?(?:evening|night|afternoon|morning)"
     r"|Later(?:\s+on|\s+that|\s+in|[.,:])"
     rf"|(?:An|A\s+few|A\s+couple\s+of|{_COUNT}|Some|Several|Many|Half\s+an)\s+(?:hour|hours|day|days|week|weeks|month|months|minutes|years)\s+(?:later|afterwards|after)"
-    r"|Meanwhile|In\s+the\s+meantime|Early\s+(?:the\s+next|next|on\s+the\s+following)"
+    r"|Mean\s?while|In\s+the\s+meantime|Early\s+(?:the\s+next|next|on\s+the\s+following)"
     r"|At\s+(?:dawn|daybreak|noon|midnight|nightfall|sunrise|sunset)"
     r"|When\s+(?:at\s+last\s+)?(?:I|we|he|she|they)\s+(?:reached|arrived|returned|got\s+back|came\s+back|awoke|woke)"
     # a departure told as the time of what follows ("When the three men had gone out to their tasks")
@@ -221,6 +221,18 @@ def is_break(paragraph: Paragraph) -> bool:
 def transition_cue(paragraph: Paragraph) -> str:
     match = _CUE_RE.match(normalise_space(paragraph.text))
     return match.group(0).strip("_ ") if match else ""
+
+
+# A sentence inside a paragraph: in verse a paragraph runs on for pages, and a new scene may open mid-way
+# ("...mixing intercession sweet. Meanwhile ere thus was sin’d and judg’d on Earth, Within the Gates of Hell").
+_INNER_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z_])")
+
+
+def inner_cues(paragraph: Paragraph, spans: Sequence[tuple[int, int]] = ()) -> list[int]:
+    """Offsets of the sentences after a paragraph's first that open on a transition cue ("Meanwhile", "The
+    next morning"), outside `spans` (speech)."""
+    return [paragraph.start + m.end() for m in _INNER_SENTENCE.finditer(paragraph.text)
+            if _CUE_RE.match(paragraph.text[m.end():]) and not any(a <= paragraph.start + m.end() < b for a, b in spans)]
 
 
 def candidate_spans(
