@@ -49,9 +49,9 @@ from reveriemem.source_to_memory.narration_history import (
 )
 from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
-from reveriemem.source_to_memory.verse_speech import prints_quotation_marks, speeches
+from reveriemem.source_to_memory.verse_speech import reads_as_verse, speeches
 
-ATTRIBUTION_VERSION = "dialogue-v24"  # v24: a poem without quotation marks: its speeches by their formulas
+ATTRIBUTION_VERSION = "dialogue-v25"  # v24-25: a poem without quotation marks: its speeches by their formulas
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")
@@ -153,7 +153,7 @@ def attribute_dialogue(
     alternation and continuation from crossing a scene boundary.
     """
     gender = {c.slug: c.gender for c in characters}
-    if not prints_quotation_marks(paragraphs):
+    if reads_as_verse(paragraphs):
         return _verse_utterances(text, paragraphs, mentions_by_paragraph, gender)  # a poem without quotation marks
     utterances: list[Utterance] = []
     previous: Utterance | None = None

@@ -29,7 +29,7 @@ from reveriemem.source_to_memory.scenes import (
     narration,
     split_long,
 )
-from reveriemem.source_to_memory.verse_speech import prints_quotation_marks
+from reveriemem.source_to_memory.verse_speech import reads_as_verse
 
 HEURISTIC_METHOD = f"heuristic:{SEGMENTER_VERSION}"
 ROSTER_METHOD = f"heuristic:{ROSTER_VERSION}+{ATTRIBUTION_VERSION}+{MATCHER_VERSION}"
@@ -141,7 +141,7 @@ class BookReading:
     @cached_property
     def unquoted(self) -> bool:
         """A book whose speech has no quotation marks (a poem): its speeches are read by their formulas."""
-        return not prints_quotation_marks(self.paragraphs)
+        return reads_as_verse(self.paragraphs)
 
     @cached_property
     def shifts(self) -> set[int]:

@@ -11,15 +11,18 @@ so the line is never given to a focus character.
 
 A speech told inside another is part of it: Raphael's story of the war in Heaven, told to Adam, holds
 the words of Satan and of the Son, each introduced and closed by the same formulas. The speeches are
-read as a stack: a formula that introduces a speech while one is open opens a speech inside it,
-unless it introduces an answer ("To whom ... repli’d": the speech answered is over); a closing
-formula closes the innermost speech, but not an outermost one whose speaker it does not name ("So
-spake the Son" inside Raphael's story closes a speech of the Son's the formulas missed, not
-Raphael's). Only the outermost speeches are the poem's dialogue: what is told inside one is quoted,
-so no one named in a story told is read as present where it is told.
+read as a stack. A formula that introduces a speech while a story is being told (the open speech so
+far tells of others, "he" and "they", more than it speaks to someone, "thou" and "ye") opens a speech
+inside it; while any other speech is open, or when it introduces an answer ("To whom ... repli’d"),
+the speech open is over (its closing formula was missed, or it was answered). A closing formula
+closes the innermost speech, but not an outermost one whose speaker it does not name ("So spake the
+Son" inside Raphael's story closes a speech of the Son's the formulas missed, not Raphael's). Only
+the outermost speeches are the poem's dialogue: what is told inside one is quoted, so no one named in
+a story told is read as present where it is told.
 
 `speeches` gives them as (speaker, start, end); `attribute_dialogue` reads them as the quoted speech
-of a book that has no quotation marks.
+of a book `reads_as_verse` (no quotation marks, short lines). One utterance is kept per paragraph
+(the first speech in it), as for quoted speech.
 """
 
 from __future__ import annotations
@@ -34,19 +37,33 @@ _VERB = (r"(?:began|repli[’']?d|reply[’']?d|replied|answer[’']?d|answerd|a
          r"spake|spoke|said|cri[’']?d|cry[’']?d|call[’']?d)")
 _SENTENCE = re.compile(r"[^.!?]+(?:[.!?]|$)")  # the last one may end on a colon
 _ENDS_ON_VERB = re.compile(rf"\b{_VERB}\s*[.:]$")
-_OPENS_REPLY = re.compile(r"^(?:To|T[’'])\s+whom\b|^(?:Whereto|To\s+which)\b|^(?:And\s+)?(?:him|her|them)\s+thus\b")
+_OPENS_REPLY = re.compile(r"^(?:To|T[’'])\s+whom\b|^(?:Whereto|To\s+which)\b|^(?:And\s+)?(?:[Hh]im|[Hh]er|[Tt]hem)\s+thus\b")
 _THUS = re.compile(r"\bthus\b")
 # A closing formula names the speaker of a speech no longer than this (some sixty lines): a longer one may
 # run on past a formula missed, and the name would be another's.
 _NAMED_AFTER = 3_000
 _CLOSES = re.compile(r"^(?:(?:So|Thus)\s+(?:spake|spoke|saying|said|talk[’']?d)|(?:He|She)\s+(?:ended|ceas[’']?d|said)|"
-                     r"Thus\s+_?[A-Z][\w’']*_?\s+\w+ing)\b")
+                     r"(?:He|She)\s+scarce\s+had|Thus\s+while\s+(?:he|she)\s+spake|"
+                     r"Thus\s+_?[A-Z][\w’']*_?\s+(?:\w+ing|with\s+words))\b")
+# Who a passage is about: a speech speaks to someone ("thou", "ye"), a story told speaks of others ("he",
+# "they"). A speech that so far says "he" and "they" more often than "thou" and "ye" is a story, and the
+# speeches told in it are its own; in any other, a new speech means the one open ended unmarked.
+_TO_SOMEONE = re.compile(r"\b(?:thou|thee|thy|thine|ye|you|your|yours)\b", re.IGNORECASE)
+_OF_OTHERS = re.compile(r"\b(?:he|him|his|she|her|hers|they|them|their|theirs)\b", re.IGNORECASE)
 
 
-def prints_quotation_marks(paragraphs: Sequence[Paragraph]) -> bool:
-    """Does the book mark speech with quotation marks (double, or single opening ones)? When it does not,
-    its speech is read by the formulas here."""
-    return any(mark in paragraph.text for paragraph in paragraphs for mark in '"“‘')
+def reads_as_verse(paragraphs: Sequence[Paragraph]) -> bool:
+    """Is the book a poem whose speech has no quotation marks: no paragraph with a double or opening single
+    quotation mark, and four lines in five shorter than a prose line? Its speech is read by the formulas here."""
+    if any(mark in paragraph.text for paragraph in paragraphs for mark in '"“‘') or any(
+            _SINGLE_OPENS.search(paragraph.text) for paragraph in paragraphs):
+        return False
+    lines = [line for paragraph in paragraphs for line in paragraph.text.splitlines() if line.strip()]
+    return bool(lines) and sum(len(line.rstrip()) < _VERSE_LINE for line in lines) >= 0.8 * len(lines)
+
+
+_SINGLE_OPENS = re.compile(r"(?:^|(?<=\s))'(?=[A-Za-z])")  # a straight single quotation mark opening speech
+_VERSE_LINE = 60  # characters: a prose file's lines run to 70 or more
 
 
 def speeches(text: str, paragraphs: Sequence[Paragraph], mentions: Sequence[Mention],
@@ -75,16 +92,22 @@ def speeches(text: str, paragraphs: Sequence[Paragraph], mentions: Sequence[Ment
                 close(start, None)
         sentence = " ".join(text[start:end].split())
         if stack and _CLOSES.match(sentence):
-            named = _named(text, mentions, start, end)
+            named = _closer(text, mentions, start, end)
             if named is None or stack[-1][0] in (None, named) or len(stack) > 1:
                 close(start, (start, end))  # not when it names another than the one speaking: a speech we missed
-        elif _introduces(sentence):
-            if stack and _OPENS_REPLY.match(sentence):
-                close(start, None)  # an answer: the speech it answers is over
+        if _introduces(sentence):  # also right after a close ("He ended; and thus _Adam_ last reply’d.")
+            if stack and (_OPENS_REPLY.match(sentence) or not _tells_a_story(text, stack[-1][1], start)):
+                close(start, None)  # an answer, or a speech that is no story: the one open is over
             stack.append((_speaker(text, mentions, start, end, genders), end))
     while stack:
         close(paragraphs[-1].end if paragraphs else 0, None)
     return found
+
+
+def _tells_a_story(text: str, start: int, end: int) -> bool:
+    """Does the speech so far (text[start:end]) tell of others more than it speaks to someone?"""
+    words = text[start:end]
+    return len(_OF_OTHERS.findall(words)) > len(_TO_SOMEONE.findall(words))
 
 
 def _introduces(sentence: str) -> bool:
@@ -117,8 +140,8 @@ def _closer(text: str, mentions: Sequence[Mention], start: int, end: int) -> str
     if formula is None:
         return None
     after = start + len(sentence) - len(sentence.lstrip()) + formula.end() + 1
-    return next((m.character for m in mentions if after <= m.start <= after + 2 and m.start < end
-                 and not m.ambiguous), None)
+    return next((m.character for m in mentions if after <= m.start < end and not m.ambiguous
+                 and re.fullmatch(r"\s*(?:(?:the|th[’'])\s*)?", text[after:m.start], re.IGNORECASE)), None)
 
 
 def _named(text: str, mentions: Sequence[Mention], start: int, end: int) -> str | None:
