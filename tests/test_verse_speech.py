@@ -15,7 +15,12 @@ ROVER = Character(name="Rover", slug="rover", aliases=["_Rover_"], descriptors=[
 CAST = (WARDEN, SIBYL, ROVER)
 
 
+# A poem's opening, so that each text below reads as verse (its carried lines start with capitals).
+OPENING = "Of lamps I sing, and of the watch\nThey kept upon the shore,\nAnd of the sea.\n\n"
+
+
 def _speeches(text: str, drop: str | None = None):
+    text = OPENING + text
     paragraphs = [p for p in split_paragraphs(text) if drop is None or drop not in p.text]
     matcher = AliasMatcher(CAST)
     mentions = {p.index: matcher.find(text, p.start, p.end) for p in paragraphs}
@@ -31,7 +36,7 @@ def test_a_speech_runs_from_its_introducing_formula_to_the_closing_one():
 
 def test_an_answer_ends_the_speech_it_answers_and_has_its_own_speaker():
     text = ("Then _Sibyl_ by the lamp thus began.\n\nThe oil is low, and winter comes apace.\n"
-            "To whom thus _Warden_ repli’d.\n\nThen fetch the cask.\n\nShe ended not, but turnd away.")
+            "To whom thus _Warden_ repli’d.\n\nThen fetch the cask.\n\nShe ended, and turnd away.")
     assert _speeches(text) == [("sibyl", "The oil is low, and winter comes apace."),
                                ("warden", "Then fetch the cask.")]
 
@@ -53,6 +58,16 @@ def test_a_new_speech_after_one_that_tells_no_story_means_the_first_was_over():
 def test_a_name_after_a_preposition_is_spoken_to_not_the_speaker():
     text = "And to _Sibyl_ the Wanderer thus reply’d.\n\nI saw the lamp.\n\nHe ended."
     assert _speeches(text) == [("rover", "I saw the lamp.")]
+
+
+def test_a_closing_formula_denied_closes_nothing():
+    text = "Then _Sibyl_ thus began.\n\nThe oil is low.\n\nShe ended not, but spake on.\n\nShe ended."
+    assert _speeches(text) == [("sibyl", "The oil is low."), ("sibyl", "She ended not, but spake on.")]
+
+
+def test_a_name_excepted_is_not_the_speaker():
+    text = "Then whom, _Rover_ except, none higher sat, thus began.\n\nWar then.\n\nHe ended."
+    assert _speeches(text) == [(None, "War then.")]
 
 
 def test_a_pronoun_of_the_other_gender_unnames_the_speaker():
@@ -126,16 +141,15 @@ def test_a_speaker_unnamed_before_is_named_by_the_closing_formula_of_a_short_spe
 
 
 def test_only_a_poem_without_quotation_marks_is_read_by_its_formulas():
-    verse = "Upon the shore the Keeper stood\nAnd thus began.\n\nGo back, thou sea.\n\nHe ended."
+    verse = OPENING + "Upon the shore the Keeper stood\nAnd thus began.\n\nGo back, thou sea.\n\nHe ended."
     assert reads_as_verse(split_paragraphs(verse))
-    assert _speeches(verse) == [("warden", "Go back, thou sea.")]
-    single = verse.replace("Go back, thou sea.", "'Go back, thou sea.'")  # speech in straight single quotes
-    assert not reads_as_verse(split_paragraphs(single)) and _speeches(single) == []
-    prose = ("The Keeper stood upon the shore in the grey light of the morning and thus began, as was his "
-             "custom.\n\nHe ended.")  # no quotation marks, but prose lines: not a poem
+    assert reads_as_verse(split_paragraphs(verse.replace("And of the sea.", "'Tis the sea.")))  # an elision
+    prose = ("The Keeper stood upon the shore in the grey light\nof the morning and thus began, as was his\n"
+             "custom, to speak to the sea.\n\nHe ended, and went\nhome to his lamp.")  # prose, any wrap width
     assert not reads_as_verse(split_paragraphs(prose))
-    quoted = 'The Keeper stood and thus began.\n\n"Go back," said the Keeper.'
-    assert _speeches(quoted) == [("warden", "Go back,")]
+    quoted = verse.replace("Go back, thou sea.", '"Go back," said the Keeper.')  # speech in quotation marks
+    assert not reads_as_verse(split_paragraphs(quoted))
+    assert _speeches('The Keeper stood and thus began.\n\n"Go back," said the Keeper.') == [("warden", "Go back,")]
 
 
 def test_a_transition_inside_a_verse_paragraph_is_a_checkpoint():
