@@ -6,6 +6,7 @@ from reveriemem.core.characters import Character
 from reveriemem.core.text import split_paragraphs
 from reveriemem.source_to_memory.dialogue import attribute_dialogue
 from reveriemem.source_to_memory.mentions import AliasMatcher
+from reveriemem.source_to_memory.own_lines import own_quote_spans
 from reveriemem.source_to_memory.scenes import inner_cues
 from reveriemem.source_to_memory.verse_speech import reads_as_verse
 
@@ -157,3 +158,15 @@ def test_a_transition_inside_a_verse_paragraph_is_a_checkpoint():
     [paragraph] = split_paragraphs(text)
     assert [text[at:at + 10] for at in inner_cues(paragraph)] == ["Mean while"]
     assert inner_cues(paragraph, [(0, len(text))]) == []  # inside speech it is no change of scene
+
+
+def test_a_poems_speech_is_its_speakers_own_line():
+    # personality excerpts come from a character's own lines: in a poem, the speech the formulas found
+    text = OPENING + "Then _Sibyl_ thus began.\n\nThe oil is low,\nAnd winter comes.\n\nShe ended."
+    paragraphs = split_paragraphs(text)
+    matcher = AliasMatcher(CAST)
+    mentions = {p.index: matcher.find(text, p.start, p.end) for p in paragraphs}
+    [line] = attribute_dialogue(text, paragraphs, mentions, CAST, {})
+    paragraph = paragraphs[line.paragraph]
+    assert [text[a:b] for a, b in own_quote_spans(text, paragraph, line.start, line.end)] == [
+        "The oil is low,\nAnd winter comes."]

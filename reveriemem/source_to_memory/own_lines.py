@@ -112,7 +112,10 @@ def own_quote_spans(text: str, paragraph: Paragraph, start: int, end: int, name:
     naming the character (`name`), else the first tagged turn not naming
     another focus character (`names`, slug -> name), is kept.
     """
-    spans = [(a, b) for a, b in quote_spans(paragraph)[0] if a >= start and b <= end]
+    found = quote_spans(paragraph)[0]
+    if not found:  # a poem's speech, printed without quotation marks (`verse_speech`): the utterance is the line
+        return [(start, end)] if start < end else []
+    spans = [(a, b) for a, b in found if a >= start and b <= end]
     if len(spans) < 2:
         return spans
     fragments = narration_fragments(paragraph, spans)
