@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,9 @@ class ReverieGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit,
                 GeneratorExit):
             raise
+        except BrokenPipeError:  # the reader of the output left (`| head`): stop quietly, as a Unix tool does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            raise click.exceptions.Exit(1) from None
         except BaseException as exc:  # KeyboardInterrupt and Dagster's interrupt error too
             command = next((a for a in self.argv if not a.startswith("-")), "reveriemem")
             raise click.exceptions.Exit(report_failure(exc, command, self.argv)) from exc

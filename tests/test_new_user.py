@@ -274,3 +274,18 @@ def test_numpy_minilm_gives_sentence_transformers_vectors():
     ours = MiniLMNumpy(bundled_minilm_path()).encode(texts)
     theirs = SentenceTransformer(str(bundled_minilm_path()), device="cpu").encode(texts, normalize_embeddings=True)
     assert np.abs(ours - theirs).max() < 1e-5
+
+
+
+def test_output_piped_to_a_reader_that_stops_early_ends_quietly(isolated_home):
+    # `reveriemem books | head -1`, the reader gone before the first line is written: no error, no traceback
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", "from reveriemem_dagster.cli import main; main()", "books"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # as `head` does once it has what it wants
+    error = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert error == "", error
