@@ -2,6 +2,8 @@
 
 The lines here are written for the tests, in the manner of such a poem; none is Milton's."""
 
+import pytest
+
 from reveriemem.core.characters import Character
 from reveriemem.core.text import split_paragraphs
 from reveriemem.source_to_memory.dialogue import attribute_dialogue
@@ -35,11 +37,18 @@ def test_a_speech_runs_from_its_introducing_formula_to_the_closing_one():
     assert _speeches(text) == [("warden", "Go back, thou sea, the lamps are lit for ships.")]
 
 
-def test_an_answer_ends_the_speech_it_answers_and_has_its_own_speaker():
-    text = ("Then _Sibyl_ by the lamp thus began.\n\nThe oil is low, and winter comes apace.\n"
-            "To whom thus _Warden_ repli’d.\n\nThen fetch the cask.\n\nShe ended, and turnd away.")
-    assert _speeches(text) == [("sibyl", "The oil is low, and winter comes apace."),
-                               ("warden", "Then fetch the cask.")]
+@pytest.mark.parametrize("text, spoken", [
+    # an answer ends the speech it answers, and has its own speaker
+    ("Then _Sibyl_ by the lamp thus began.\n\nThe oil is low, and winter comes apace.\n"
+     "To whom thus _Warden_ repli’d.\n\nThen fetch the cask.\n\nShe ended, and turnd away.",
+     [("sibyl", "The oil is low, and winter comes apace."), ("warden", "Then fetch the cask.")]),
+    # a new speech after one that tells no story (it speaks to someone) means the first was over
+    ("Then _Rover_ by the lamp thus began.\n\nThou art cold, and ye are weary; rest thee here.\n\n"
+     "The night went on; and _Sibyl_ rising thus began.\n\nThe lamps are out.\n\nShe ended.",
+     [("rover", "Thou art cold, and ye are weary; rest thee here."), ("sibyl", "The lamps are out.")]),
+])
+def test_one_speech_ends_where_the_next_begins(text, spoken):
+    assert _speeches(text) == spoken
 
 
 def test_an_answer_ends_even_a_story():
@@ -47,13 +56,6 @@ def test_an_answer_ends_even_a_story():
     text = ("Then _Sibyl_ by the lamp thus began.\n\nThe Wanderer came at dusk; he sat, and they spoke of him.\n\n"
             "Her thus the Keeper answer’d.\n\nHe will come again.\n\nHe ended.")
     assert [speaker for speaker, _ in _speeches(text)] == ["sibyl", "warden"]
-
-
-def test_a_new_speech_after_one_that_tells_no_story_means_the_first_was_over():
-    text = ("Then _Rover_ by the lamp thus began.\n\nThou art cold, and ye are weary; rest thee here.\n\n"
-            "The night went on; and _Sibyl_ rising thus began.\n\nThe lamps are out.\n\nShe ended.")
-    assert _speeches(text) == [("rover", "Thou art cold, and ye are weary; rest thee here."),
-                               ("sibyl", "The lamps are out.")]
 
 
 def test_a_name_after_a_preposition_is_spoken_to_not_the_speaker():
