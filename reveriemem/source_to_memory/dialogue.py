@@ -145,16 +145,18 @@ def attribute_dialogue(
     characters: Sequence[Character],
     narrator_at: dict[int, str],
     scene_of: dict[int, int] | None = None,
+    verse: bool | None = None,
 ) -> list[Utterance]:
     """Attribute the quoted speech of every paragraph that has some.
 
     `narrator_at` maps a paragraph index to the slug of the first-person
     narrator whose span covers it; `scene_of` (paragraph -> scene id) stops
-    alternation and continuation from crossing a scene boundary.
+    alternation and continuation from crossing a scene boundary. `verse`: the book reads as verse (the
+    book's own `reads_as_verse`, decided once over all its paragraphs), read from `paragraphs` when None.
     """
     gender = {c.slug: c.gender for c in characters}
-    if reads_as_verse(paragraphs):
-        return _verse_utterances(text, paragraphs, mentions_by_paragraph, gender)  # a poem without quotation marks
+    if reads_as_verse(paragraphs) if verse is None else verse:  # a poem without quotation marks
+        return _verse_utterances(text, paragraphs, mentions_by_paragraph, gender)
     utterances: list[Utterance] = []
     previous: Utterance | None = None
     before_previous: Utterance | None = None

@@ -113,7 +113,7 @@ class BookReading:
         in_scene = [self.paragraphs[p] for s in scenes for p in s.paragraphs]
         return attribute_dialogue(
             self.book.text, in_scene, self.mentions_by_paragraph, self.book.characters,
-            self.narrator_at, scene_of,
+            self.narrator_at, scene_of, verse=self.unquoted,
         )
 
     def roster_evidence(self, scenes: Sequence[Span]) -> list[dict[str, RosterEvidence]]:
