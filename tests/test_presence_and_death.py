@@ -540,6 +540,25 @@ Ann opened the window and looked out at the river below.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
 
 
+@pytest.mark.parametrize("thought", [
+    "Bob even felt a strong desire to shake the stranger by the hand.",
+    "Bob remembered that it was the stranger who had found the carriage.",
+    "Bob would never forget what the stranger had risked for them.",
+    "Bob was greatly tempted to stop the stranger on the spot.",
+    "Bob would have liked to read the stranger's eyes.",
+])
+def test_remembering_being_tempted_and_wishing_are_the_thinkers_alone(tmp_path, thought):
+    _, _, knows = build(tmp_path, f"""
+Ann and Bob sat together in the railway carriage as the train ran on through the hills.
+
+{thought}
+
+Ann opened the window and looked out at the river below.
+""")
+    assert knowers(knows, thought[:20]) == {"bob-hale"}
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
+
+
 def test_a_thought_told_as_a_parenthesis_or_a_counterfactual_is_the_thinkers_alone(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together in the railway carriage as the train ran on through the hills.

@@ -185,10 +185,11 @@ COGNITION = (
     r"(?:never\s+)?(?:could|would|might)\s+(?:not\s+|never\s+)?have\s+(?:imagined|guessed|suspected|known|dreamed|"
     r"dreamt|foreseen|believed|thought|conceived)|"
     r"(?:cudgell?ed|racked|puzzled|beat|beaten)\s+(?:his|her)\s+brains?|"
-    r"conjectured|speculated|guessed)"
+    r"conjectured|speculated|guessed|remembered|recollected|recalled|(?:could|would)\s+never\s+forget|"
+    r"was\s+(?:\w+ly\s+|much\s+|sorely\s+|greatly\s+|strongly\s+)?tempted|would\s+(?:much\s+)?have\s+liked)"
 )
 _THINKS_AFTER = re.compile(
-    rf"^(?:,[^,.;:!?\"]{{1,30}},)?(?:\s+(?:\w+ly|also|still|now|then|too|again|at\s+once|at\s+last|no\s+longer))*"
+    rf"^(?:,[^,.;:!?\"]{{1,30}},)?(?:\s+(?:\w+ly|also|still|now|then|too|again|even|at\s+once|at\s+last|no\s+longer))*"
     rf"\s+{COGNITION}\b"
 )
 # The thinker's mind as subject: "Fix's hopes", "the detective's thoughts".

@@ -80,7 +80,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v54"  # v54: in a poem without quotation marks, presence also closes at a transition mid-paragraph
+ROSTER_VERSION = "roster-v55"  # v55: remembering, being tempted, wishing ("would have liked") are thoughts
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
