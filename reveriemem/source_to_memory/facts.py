@@ -13,6 +13,7 @@ rosters' presence intervals, reported accounts and the membership graph.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -134,8 +135,6 @@ class SpanFacts:
             self._narrators += [(int(a), int(b), character.slug) for a, b in character.narrator_spans]
 
     def _paragraph(self, offset: int) -> Paragraph | None:
-        import bisect
-
         i = bisect.bisect_right(self._starts, offset) - 1
         if i < 0:
             return None
@@ -229,8 +228,6 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
     spans = SpanFacts(book)
     matcher = AliasMatcher(book.characters)
     speaker_starts = sorted(utterance_speakers)
-    import bisect
-
     facts: list[Fact] = []
     for scene_id, start, end in scenes:
         skip = [(a, b) for a, b in headings if a < end and b > start]
