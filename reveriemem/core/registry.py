@@ -2,7 +2,8 @@
 
 A registered book is a folder `<home>/books/<slug>/` holding the decoded text
 (`source.txt`, UTF-8, offsets unchanged; a paragraph's opening word printed in
-small capitals is set in its ordinary case, `core.text.fold_small_caps`), `book.json` (provenance and body
+small capitals is set in its ordinary case, `core.text.fold_small_caps`, and speech printed in single
+quotation marks is read in double ones, `core.quotes`), `book.json` (provenance and body
 offsets) and `characters.json` (validated focus characters with narrator
 spans as offsets). A folder is written under a temporary name and renamed
 into place, so a failed registration never leaves half a book behind and
@@ -34,6 +35,7 @@ from reveriemem.core.characters import (
 )
 from reveriemem.core.errors import RegistryError
 from reveriemem.core.object_store import Files, join
+from reveriemem.core.quotes import read_speech_quotes
 from reveriemem.core.settings import data_home, store_uri
 from reveriemem.core.text import book_shape_warnings, find_body, fold_small_caps, read_book_file, word_count
 
@@ -113,7 +115,8 @@ def prepare_book(
 ) -> tuple[Book, list[str]]:
     """Read, decode and validate a book and its character file, writing nothing."""
     decoded = read_book_file(path)
-    text = fold_small_caps(decoded.text)  # same offsets as the file; chapter openings in small capitals read as words
+    # same offsets as the file; chapter openings in small capitals read as words, speech in single marks as double
+    text = read_speech_quotes(fold_small_caps(decoded.text))
     slug = slugify(slug or path.stem)
     title, characters = load_character_file(characters_file)
     body = find_body(text)
@@ -246,7 +249,8 @@ def load_book(slug: str, home: Path | None = None) -> Book:
     return Book(
         slug=slug,
         title=info["title"],
-        text=fold_small_caps(text),  # a book registered before openings were folded reads as one registered now
+        # a book registered before openings were folded (or its quotes read) reads as one registered now
+        text=read_speech_quotes(fold_small_caps(text)),
         body_start=int(info["body_start"]),
         body_end=int(info["body_end"]),
         characters=[Character.from_record(r) for r in records],

@@ -287,7 +287,7 @@ def find_all_text(text: str, marker: str, start: int = 0, end: int | None = None
     return sorted(found)
 
 
-_QUOTE_CLASSES = {**dict.fromkeys("\"“”", "[\"“”]"), **dict.fromkeys("'‘’", "['‘’]")}
+_QUOTE_CLASSES = dict.fromkeys("\"“”'‘’", "[\"“”'‘’]")  # speech in single marks is read as double (core.quotes)
 
 
 def _loose(marker: str) -> str:
