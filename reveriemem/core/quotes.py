@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from reveriemem.core.text import split_paragraphs
+
 # A single mark opens speech at a paragraph's start or after a space, a bracket or a dash, before a letter,
 # unless it stands for letters left out ("'tis", "'em"). It closes speech after a stop, a comma or a dash,
 # before a space or the paragraph's end. An apostrophe inside a word ("don't") or after one ("Smiths'
@@ -23,7 +25,6 @@ import re
 _ELIDED = r"(?:tis|twas|twere|twill|twould|em|cause|bout|til|neath|prentice)\b"
 _OPENS = re.compile(rf"(?:(?<=^)|(?<=[\s(\[—–-]))['‘](?!{_ELIDED})(?=[A-Za-z])", re.IGNORECASE)
 _CLOSES = re.compile(r"(?<=[.,!?;:—–-])['’](?=\s|$|\))")
-_PARAGRAPHS = re.compile(r"\S(?:.|\n(?![ \t\r]*\n))*", re.MULTILINE)
 _OPENS_PARAGRAPH = re.compile(rf"['‘](?!{_ELIDED})[A-Za-z]", re.IGNORECASE)
 _DOUBLE = re.compile("[\"“”]")
 _SWAPPED = str.maketrans({'"': "'", "“": "‘", "”": "’"})
@@ -32,10 +33,9 @@ _SWAPPED = str.maketrans({'"': "'", "“": "‘", "”": "’"})
 def speech_in_single_quotes(text: str) -> bool:
     """Does the book quote speech in single marks (see the module's note)?"""
     opening = double = 0
-    for paragraph in _PARAGRAPHS.finditer(text):
-        block = paragraph.group()
-        opening += _OPENS_PARAGRAPH.match(block) is not None
-        double += _DOUBLE.search(block) is not None
+    for paragraph in split_paragraphs(text):
+        opening += _OPENS_PARAGRAPH.match(paragraph.text) is not None
+        double += _DOUBLE.search(paragraph.text) is not None
     return opening >= 5 and opening > 2 * double
 
 
@@ -60,7 +60,7 @@ def read_speech_quotes(text: str) -> str:
     if not speech_in_single_quotes(text):
         return text
     chars = list(text.translate(_SWAPPED))
-    for paragraph in _PARAGRAPHS.finditer(text):
-        for offset, kind in speech_marks(paragraph.group()):
-            chars[paragraph.start() + offset] = "“" if kind == "open" else "”"
+    for paragraph in split_paragraphs(text):
+        for offset, kind in speech_marks(paragraph.text):
+            chars[paragraph.start + offset] = "“" if kind == "open" else "”"
     return "".join(chars)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from reveriemem.core.errors import BookInputError
+from reveriemem.core.layout import paragraph_break
 
 MAX_BOOK_BYTES = 64 * 1024 * 1024
 LARGE_BOOK_BYTES = 4 * 1024 * 1024  # above this a book is read, with a warning (about 700,000 words)
@@ -41,7 +42,6 @@ _END_RE = re.compile(
     r"|End of (?:the )?Project Gutenberg(?:'s)?\b)",
     re.IGNORECASE | re.MULTILINE,
 )
-_PARAGRAPH_BREAK_RE = re.compile(r"(?:[ \t]*\r?\n){2,}")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 
 
@@ -219,17 +219,17 @@ def find_body(text: str) -> tuple[int, int]:
 
 
 def split_paragraphs(text: str, start: int = 0, end: int | None = None) -> list[Paragraph]:
-    """Paragraphs of `text[start:end]`: blocks separated by blank lines."""
+    """Paragraphs of `text[start:end]`: blocks between blank lines, or lines (`core.layout.paragraph_break`)."""
     documents = quoted_documents(text)
     return [Paragraph(index=i, start=a, end=b, text=block, document=a in documents)
             for i, (a, b, block) in enumerate(_blocks(text, start, end))]
 
 
 def _blocks(text: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, str]]:
-    """(start, end, stripped text) of each non-blank block of `text[start:end]` between blank lines."""
+    """(start, end, stripped text) of each non-blank block of `text[start:end]` between paragraph breaks."""
     end = len(text) if end is None else end
     cursor = start
-    for stop, following in [*((m.start(), m.end()) for m in _PARAGRAPH_BREAK_RE.finditer(text, start, end)),
+    for stop, following in [*((m.start(), m.end()) for m in paragraph_break(text).finditer(text, start, end)),
                             (end, end)]:
         block = text[cursor:stop]
         stripped = block.strip()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v10"  # v10: "Mean while" (verse spelling) is a transition cue
+SEGMENTER_VERSION = "scenes-v11"  # v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
 
 _NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).

@@ -1,0 +1,35 @@
+"""Where a book's paragraphs break: at blank lines, or, in a book with one paragraph to a line, at every line end.
+
+Project Gutenberg texts wrap their lines at some seventy characters and leave a blank line between
+paragraphs. A text exported from an e-book or a word processor often puts each paragraph on one long
+line with no blank line between: read by blank lines, a whole chapter (or the whole book) would be one
+paragraph, and its speech, its speakers and who is present would be read as one. Such a text is read
+with a paragraph at every line end.
+
+A text is read so when blank lines part fewer than one in twenty of its lines and at least a third of
+its lines are longer than a wrapped line is (`LONG_LINE` characters). Wrapped text with no blank lines
+(paragraphs marked by indentation alone) is not recognised: it is read by blank lines, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+LONG_LINE = 120
+BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n){2,}")
+LINE_ENDS = re.compile(r"(?:[ \t]*\r?\n)+")
+
+
+@lru_cache(maxsize=8)
+def paragraph_break(text: str) -> re.Pattern[str]:
+    """The pattern of a paragraph break in `text`: `BLANK_LINES`, or `LINE_ENDS` for one paragraph to a line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or len(BLANK_LINES.findall(text)) * 20 >= len(lines):
+        return BLANK_LINES
+    long = sum(len(line.strip()) > LONG_LINE for line in lines)
+    return LINE_ENDS if long * 3 >= len(lines) else BLANK_LINES
+
+
+def one_paragraph_to_a_line(text: str) -> bool:
+    return paragraph_break(text) is LINE_ENDS
