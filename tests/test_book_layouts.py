@@ -1,6 +1,8 @@
 """A book with one paragraph to a line (an e-book exported to text) is read paragraph by paragraph."""
 
-from reveriemem.core.layout import BLANK_LINES, LINE_ENDS, paragraph_break
+import textwrap
+
+from reveriemem.core.layout import BLANK_LINES, INDENTED, LINE_ENDS, paragraph_break
 from reveriemem.core.text import split_paragraphs
 from tests.test_presence_and_death import FILLER, read_story
 
@@ -32,11 +34,14 @@ def test_one_paragraph_to_a_line_breaks_at_every_line_end_and_wrapped_text_at_bl
     text = _lines(STORY + [LONG] * 20)
     assert paragraph_break(text) is LINE_ENDS
     assert [p.text for p in split_paragraphs(text)][:3] == STORY[:3]
-    wrapped = "\r\n\r\n".join("\r\n".join(p[i:i + 70] for i in range(0, len(p), 70)) for p in STORY)
+    wrapped = "\r\n\r\n".join("\r\n".join(textwrap.wrap(p, 70)) for p in STORY)
     assert paragraph_break(wrapped) is BLANK_LINES  # Gutenberg's layout: lines of 70, blank lines between
     assert len(split_paragraphs(wrapped)) == len(STORY)
     unbroken = "\r\n".join(wrapped.replace("\r\n\r\n", "\r\n").splitlines())  # wrapped, with no blank line at all
-    assert paragraph_break(unbroken) is BLANK_LINES  # not recognised: read as before
+    assert paragraph_break(unbroken) is BLANK_LINES  # nothing says where a paragraph opens: read as before
+    indented = "\r\n".join("\r\n".join(textwrap.wrap(p, 70, initial_indent="    ")) for p in STORY)
+    assert paragraph_break(indented) is INDENTED  # an old electronic text: paragraphs open on an indented line
+    assert [" ".join(p.text.split()) for p in split_paragraphs(indented)] == STORY
 
 
 def test_a_story_with_one_paragraph_to_a_line_has_the_speakers_and_presence_of_the_same_story_printed(tmp_path):

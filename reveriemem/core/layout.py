@@ -8,7 +8,8 @@ with a paragraph at every line end.
 
 A text is read so when blank lines part fewer than one in twenty of its lines and at least a third of
 its lines are longer than a wrapped line is (`LONG_LINE` characters). Wrapped text with no blank lines
-(paragraphs marked by indentation alone) is not recognised: it is read by blank lines, as before.
+(paragraphs marked by indentation alone, as old electronic texts print them) breaks before each indented
+line when some of its lines are indented and most are not.
 """
 
 from __future__ import annotations
@@ -19,17 +20,19 @@ from functools import lru_cache
 LONG_LINE = 120
 BLANK_LINES = re.compile(r"(?:[ \t]*\r?\n){2,}")
 LINE_ENDS = re.compile(r"(?:[ \t]*\r?\n)+")
+INDENTED = re.compile(r"(?:[ \t]*\r?\n)+(?=[ \t]+\S)|(?:[ \t]*\r?\n){2,}")
 
 
 @lru_cache(maxsize=8)
 def paragraph_break(text: str) -> re.Pattern[str]:
-    """The pattern of a paragraph break in `text`: `BLANK_LINES`, or `LINE_ENDS` for one paragraph to a line."""
+    """The pattern of a paragraph break in `text`: `BLANK_LINES`; `LINE_ENDS` for one paragraph to a line;
+    `INDENTED` for wrapped lines with paragraphs opening on an indented one."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or len(BLANK_LINES.findall(text)) * 20 >= len(lines):
         return BLANK_LINES
     long = sum(len(line.strip()) > LONG_LINE for line in lines)
-    return LINE_ENDS if long * 3 >= len(lines) else BLANK_LINES
+    if long * 3 >= len(lines):
+        return LINE_ENDS
+    indented = sum(line[:1] in " \t" for line in lines)
+    return INDENTED if 0.05 * len(lines) <= indented <= 0.6 * len(lines) else BLANK_LINES
 
-
-def one_paragraph_to_a_line(text: str) -> bool:
-    return paragraph_break(text) is LINE_ENDS
