@@ -80,6 +80,13 @@ def _register(path: Path, characters: Path | None, name: str | None) -> None:
         click.echo(f"warning: {warning}", err=True)
     folder = books_root() / book.slug
     spans = sum(len(c.narrator_spans) for c in book.characters)
+    layout = {"one to a line": "each line is read as a paragraph",
+              "indented first lines": "a paragraph opens at each indented line"}.get(book.info.get("paragraphs", ""))
+    if layout:
+        click.echo(f"note: hardly any blank line parts its paragraphs; {layout}.", err=True)
+    if book.info.get("speech_marks") == "single":
+        click.echo("note: its speech is in single quotation marks; they are read (and quoted back) as double ones.",
+                   err=True)
     click.echo(
         f"Registered {book.slug!r}: {book.info['body_words']} words, {len(book.characters)} focus characters "
         f"({', '.join(c.name for c in book.characters)}), {spans} narrator spans, in {folder}."

@@ -2,8 +2,12 @@
 
 import textwrap
 
+from click.testing import CliRunner
+
 from reveriemem.core.layout import BLANK_LINES, INDENTED, LINE_ENDS, paragraph_break
+from reveriemem.core.registry import load_book
 from reveriemem.core.text import split_paragraphs
+from reveriemem_dagster.cli import main
 from tests.test_presence_and_death import FILLER, read_story
 
 STORY = [
@@ -57,3 +61,13 @@ def test_a_story_with_one_paragraph_to_a_line_has_the_speakers_and_presence_of_t
     speakers, statuses = readings[1]
     assert speakers == ["ann-moss", "bob-hale"]
     assert statuses[0] == {"ann-moss": "present_active", "bob-hale": "present_active", "cy-dunn": "referenced"}
+
+
+def test_registering_a_book_with_one_paragraph_to_a_line_says_how_it_is_read(tmp_path):
+    (tmp_path / "tale.txt").write_text(_lines(STORY + [LONG] * 20), encoding="utf-8", newline="")
+    (tmp_path / "tale.yaml").write_text("characters:\n  - name: Ann Moss\n    aliases: [Ann]\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["add-book", str(tmp_path / "tale.txt"), "--characters",
+                                       str(tmp_path / "tale.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "each line is read as a paragraph" in result.output
+    assert load_book("tale").info["paragraphs"] == "one to a line"

@@ -61,6 +61,8 @@ def test_a_registered_single_quoted_book_reads_the_same_when_loaded_again(tmp_pa
     result = CliRunner().invoke(main, ["add-book", str(tmp_path / "tale.txt"), "--characters",
                                        str(tmp_path / "tale.yaml")])
     assert result.exit_code == 0, result.output
+    assert "its speech is in single quotation marks" in result.output  # the user is told how it is read
     book = load_book("tale")
+    assert book.info["speech_marks"] == "single" and book.info["paragraphs"] == "blank lines"
     assert len(book.text) == len(text)
     assert book.text[book.text.find("“Not a wink,”"):].startswith("“Not a wink,” Bob answered.")

@@ -36,3 +36,12 @@ def paragraph_break(text: str) -> re.Pattern[str]:
     indented = sum(line[:1] in " \t" for line in lines)
     return INDENTED if 0.05 * len(lines) <= indented <= 0.6 * len(lines) else BLANK_LINES
 
+
+
+LAYOUT_NAMES = {BLANK_LINES.pattern: "blank lines", LINE_ENDS.pattern: "one to a line",
+                INDENTED.pattern: "indented first lines"}
+
+
+def layout_name(text: str) -> str:
+    """How `text`'s paragraphs are told apart, in words: "blank lines", "one to a line", "indented first lines"."""
+    return LAYOUT_NAMES[paragraph_break(text).pattern]

@@ -34,8 +34,9 @@ from reveriemem.core.characters import (
     validate_characters,
 )
 from reveriemem.core.errors import RegistryError
+from reveriemem.core.layout import layout_name
 from reveriemem.core.object_store import Files, join
-from reveriemem.core.quotes import read_speech_quotes
+from reveriemem.core.quotes import read_speech_quotes, speech_in_single_quotes
 from reveriemem.core.settings import data_home, store_uri
 from reveriemem.core.text import book_shape_warnings, find_body, fold_small_caps, read_book_file, word_count
 
@@ -116,7 +117,9 @@ def prepare_book(
     """Read, decode and validate a book and its character file, writing nothing."""
     decoded = read_book_file(path)
     # same offsets as the file; chapter openings in small capitals read as words, speech in single marks as double
-    text = read_speech_quotes(fold_small_caps(decoded.text))
+    folded = fold_small_caps(decoded.text)
+    single = speech_in_single_quotes(folded)
+    text = read_speech_quotes(folded)
     slug = slugify(slug or path.stem)
     title, characters = load_character_file(characters_file)
     body = find_body(text)
@@ -136,6 +139,8 @@ def prepare_book(
         "body_end": body[1],
         "chars": len(text),
         "body_words": word_count(text[body[0] : body[1]]),
+        "paragraphs": layout_name(text),  # how paragraphs are told apart (core.layout)
+        "speech_marks": "single" if single else "double",  # single ones are read as double (core.quotes)
         "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     book = Book(
