@@ -46,6 +46,10 @@ def test_one_paragraph_to_a_line_breaks_at_every_line_end_and_wrapped_text_at_bl
     indented = "\r\n".join("\r\n".join(textwrap.wrap(p, 70, initial_indent="    ")) for p in STORY)
     assert paragraph_break(indented) is INDENTED  # an old electronic text: paragraphs open on an indented line
     assert [" ".join(p.text.split()) for p in split_paragraphs(indented)] == STORY
+    talk = [f'"Line {i} of the talk," said Ann.' for i in range(20)]  # mostly one-line paragraphs of dialogue
+    assert paragraph_break(_lines(talk[:8] + STORY[1:2])) is LINE_ENDS  # one long line in ten is enough
+    assert len(split_paragraphs("\r\n".join("    " + line for line in talk) + "\r\n" + indented)) == len(
+        talk) + len(STORY)
 
 
 def test_a_story_with_one_paragraph_to_a_line_has_the_speakers_and_presence_of_the_same_story_printed(tmp_path):

@@ -559,6 +559,19 @@ Ann opened the window and looked out at the river below.
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Ann opened the window")
 
 
+@pytest.mark.parametrize("act", ["Bob remembered to lock the door behind the stranger.",
+                                 "Bob recalled the dog with a sharp whistle."])
+def test_remembering_to_do_something_and_calling_back_are_acts_the_others_see(tmp_path, act):
+    _, _, knows = build(tmp_path, f"""
+Ann and Bob sat together in the railway carriage as the train ran on through the hills.
+
+{act}
+
+Ann opened the window and looked out at the river below.
+""")
+    assert {"ann-moss", "bob-hale"} <= knowers(knows, act[:20])
+
+
 def test_a_thought_told_as_a_parenthesis_or_a_counterfactual_is_the_thinkers_alone(tmp_path):
     _, _, knows = build(tmp_path, """
 Ann and Bob sat together in the railway carriage as the train ran on through the hills.

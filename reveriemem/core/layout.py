@@ -6,10 +6,11 @@ line with no blank line between: read by blank lines, a whole chapter (or the wh
 paragraph, and its speech, its speakers and who is present would be read as one. Such a text is read
 with a paragraph at every line end.
 
-A text is read so when blank lines part fewer than one in twenty of its lines and at least a third of
-its lines are longer than a wrapped line is (`LONG_LINE` characters). Wrapped text with no blank lines
-(paragraphs marked by indentation alone, as old electronic texts print them) breaks before each indented
-line when some of its lines are indented and most are not.
+A text is read so when blank lines part fewer than one in twenty of its lines and at least one line in
+ten is longer than a wrapped line ever is (`LONG_LINE` characters; dialogue makes many lines short).
+Wrapped text with almost no blank line at all (fewer than one in fifty lines; a poem's stanzas
+are parted by more) whose paragraphs are marked by indentation alone, as old electronic texts print
+them, breaks before each indented line when some of its lines are indented and not (nearly) all.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ def paragraph_break(text: str) -> re.Pattern[str]:
     """The pattern of a paragraph break in `text`: `BLANK_LINES`; `LINE_ENDS` for one paragraph to a line;
     `INDENTED` for wrapped lines with paragraphs opening on an indented one."""
     lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or len(BLANK_LINES.findall(text)) * 20 >= len(lines):
+    blank = len(BLANK_LINES.findall(text))
+    if not lines or blank * 20 >= len(lines):
         return BLANK_LINES
-    long = sum(len(line.strip()) > LONG_LINE for line in lines)
-    if long * 3 >= len(lines):
+    if sum(len(line.strip()) > LONG_LINE for line in lines) * 10 >= len(lines):
         return LINE_ENDS
     indented = sum(line[:1] in " \t" for line in lines)
-    return INDENTED if 0.05 * len(lines) <= indented <= 0.6 * len(lines) else BLANK_LINES
+    return INDENTED if blank * 50 < len(lines) and 0.05 * len(lines) <= indented <= 0.95 * len(lines) else BLANK_LINES
 
 
 

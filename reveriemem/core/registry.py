@@ -254,8 +254,9 @@ def load_book(slug: str, home: Path | None = None) -> Book:
     return Book(
         slug=slug,
         title=info["title"],
-        # a book registered before openings were folded (or its quotes read) reads as one registered now
-        text=read_speech_quotes(fold_small_caps(text)),
+        # a book registered before openings were folded or its speech marks read (`speech_marks`, core.quotes)
+        # reads as one registered now; since then source.txt holds the text as read
+        text=fold_small_caps(text) if "speech_marks" in info else read_speech_quotes(fold_small_caps(text)),
         body_start=int(info["body_start"]),
         body_end=int(info["body_end"]),
         characters=[Character.from_record(r) for r in records],

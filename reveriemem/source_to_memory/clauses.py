@@ -185,7 +185,8 @@ COGNITION = (
     r"(?:never\s+)?(?:could|would|might)\s+(?:not\s+|never\s+)?have\s+(?:imagined|guessed|suspected|known|dreamed|"
     r"dreamt|foreseen|believed|thought|conceived)|"
     r"(?:cudgell?ed|racked|puzzled|beat|beaten)\s+(?:his|her)\s+brains?|"
-    r"conjectured|speculated|guessed|remembered|recollected|recalled|(?:could|would)\s+never\s+forget|"
+    r"conjectured|speculated|guessed|remembered(?!\s+to\b)|recollected|recalled\s+(?=that|how|what|having)|"
+    r"(?:could|would)\s+never\s+forget|"
     r"was\s+(?:\w+ly\s+|much\s+|sorely\s+|greatly\s+|strongly\s+)?tempted|would\s+(?:much\s+)?have\s+liked)"
 )
 _THINKS_AFTER = re.compile(
