@@ -38,11 +38,9 @@ def paragraph_break(text: str) -> re.Pattern[str]:
     return INDENTED if blank * 50 < len(lines) and 0.05 * len(lines) <= indented <= 0.95 * len(lines) else BLANK_LINES
 
 
-
-LAYOUT_NAMES = {BLANK_LINES.pattern: "blank lines", LINE_ENDS.pattern: "one to a line",
-                INDENTED.pattern: "indented first lines"}
+LAYOUT_NAMES = {BLANK_LINES: "blank lines", LINE_ENDS: "one to a line", INDENTED: "indented first lines"}
 
 
 def layout_name(text: str) -> str:
     """How `text`'s paragraphs are told apart, in words: "blank lines", "one to a line", "indented first lines"."""
-    return LAYOUT_NAMES[paragraph_break(text).pattern]
+    return LAYOUT_NAMES[paragraph_break(text)]

@@ -64,10 +64,14 @@ def speech_marks(paragraph: str) -> list[tuple[int, str]]:
 
 
 def read_speech_quotes(text: str) -> str:
-    """`text` as the rules read it: unchanged when its speech is in double marks; otherwise with single and
-    double marks swapped where they quote (same length, same offsets)."""
-    if not speech_in_single_quotes(text):
-        return text
+    """`text` as the rules read it: unchanged when its speech is in double marks; otherwise
+    `swap_speech_marks`."""
+    return swap_speech_marks(text) if speech_in_single_quotes(text) else text
+
+
+def swap_speech_marks(text: str) -> str:
+    """`text` with single and double marks swapped where they quote (same length, same offsets), for a book
+    whose speech is in single marks."""
     chars = list(text.translate(_SWAPPED))
     for paragraph in split_paragraphs(text):
         for offset, kind in speech_marks(paragraph.text):

@@ -36,7 +36,7 @@ from reveriemem.core.characters import (
 from reveriemem.core.errors import RegistryError
 from reveriemem.core.layout import layout_name
 from reveriemem.core.object_store import Files, join
-from reveriemem.core.quotes import read_speech_quotes, speech_in_single_quotes
+from reveriemem.core.quotes import read_speech_quotes, speech_in_single_quotes, swap_speech_marks
 from reveriemem.core.settings import data_home, store_uri
 from reveriemem.core.text import book_shape_warnings, find_body, fold_small_caps, read_book_file, word_count
 
@@ -119,7 +119,7 @@ def prepare_book(
     # same offsets as the file; chapter openings in small capitals read as words, speech in single marks as double
     folded = fold_small_caps(decoded.text)
     single = speech_in_single_quotes(folded)
-    text = read_speech_quotes(folded)
+    text = swap_speech_marks(folded) if single else folded
     slug = slugify(slug or path.stem)
     title, characters = load_character_file(characters_file)
     body = find_body(text)
