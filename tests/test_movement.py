@@ -444,3 +444,25 @@ I write letters to my aunt every week, and she never answers. The landlord broug
                      "I am writing this in the parlour while Bob talks.", "As I wrote it, he laughed."):
         assert writing_now(sentence, [(0, len(sentence))]) == [], sentence
     assert writing_now("As I write, Bob sleeps.", [(0, 23)]) == [(0, 23)]
+
+
+def test_one_the_text_leaves_alone_with_another_is_present_though_they_never_act(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Bob rode out to the farm in the grey morning and found that, by Ann's wish, her brother was away at the fair, so that he was alone with her.
+
+Bob looked long at the ledger on the table and said nothing of what he thought of it.
+""", CAST)
+    assert "ann-moss" in knowers(knows, "Bob looked long at the ledger")
+    assert roster["ann-moss"].status() == "present_silent"
+
+
+def test_one_who_had_come_in_before_is_present_though_they_never_act(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Bob stood at the window of the parlour and watched the carts go by on the wet road.
+
+"The harvest will be late," said Bob. Cy had come in a little before and stood by the door without a word.
+
+Bob turned back to the fire and warmed his hands.
+""", CAST)
+    assert "cy-dunn" in knowers(knows, "Bob turned back to the fire")
+    assert roster["cy-dunn"].status() == "present_silent"

@@ -80,7 +80,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v55"  # v55: remembering, being tempted, wishing ("would have liked") are thoughts
+ROSTER_VERSION = "roster-v56"  # v56: one the text leaves "alone with" another, or who "had come in", is present
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -185,7 +185,9 @@ class RosterEvidence:
     def status(self) -> str:
         if self.utterances or self.narration:
             return "present_active"
-        if self.actions or (self.addressed and not self.address_only):
+        # Presence spans without a counted act: the text puts them there all the same ("he was alone with
+        # her", "Cy had come in a little before"), so they are present, silent.
+        if self.actions or self.spans or (self.addressed and not self.address_only):
             return "present_silent"
         if self.mentions or self.addressed:
             return "referenced"
