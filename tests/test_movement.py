@@ -466,3 +466,15 @@ Bob turned back to the fire and warmed his hands.
 """, CAST)
     assert "cy-dunn" in knowers(knows, "Bob turned back to the fire")
     assert roster["cy-dunn"].status() == "present_silent"
+
+
+def test_a_state_of_the_body_the_others_see_is_presence(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Bob and Cy carried the nets down to the boat in the grey light before dawn.
+
+Ann was exhausted after the long night's watch, and leaned against the mast.
+
+"The tide turns at six," said Bob to Cy.
+""", CAST)
+    assert "ann-moss" in knowers(knows, '"The tide turns at six')
+    assert roster["ann-moss"].status() == "present_silent"

@@ -51,9 +51,12 @@ _AT_A_DISTANCE = re.compile(
     r"telegram|wire|letter)))\b)")
 # "was at the door", "were with us" (in the narrator's company, "Lord Godalming, Dr. Seward, and Mr. Morris were
 # with us also"): a state of being there. "with him" is not: "Quincey Morris is with him" is told from afar.
+# A state of the body the others see is one too ("Aouda was exhausted", "Passepartout was speechless"); with
+# an adverb before it ("was deathly pale") it is as often a look remembered or told of, and counts for nothing.
 _PRESENT_AFTER_WAS = re.compile(
     r"^\s+(?:at|in|on|by|with\s+(?:me|us)|beside|behind|before|near|inside|outside|upon|standing|sitting|seated|waiting|there|here|"
-    r"already|still|alone|busy|bent|leaning|\w+ing)\b"
+    r"already|still|alone|busy|bent|leaning|\w+ing|silent|pale|exhausted|asleep|motionless|speechless|breathless|wounded|"
+    r"faint)\b"
 )
 
 

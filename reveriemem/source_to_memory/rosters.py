@@ -80,7 +80,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v56"  # v56: one the text leaves "alone with" another, or who "had come in", is present
+ROSTER_VERSION = "roster-v57"  # v57: a seen state of the body ("was exhausted", "was speechless") is presence
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
