@@ -478,3 +478,14 @@ Ann was exhausted after the long night's watch, and leaned against the mast.
 """, CAST)
     assert "ann-moss" in knowers(knows, '"The tide turns at six')
     assert roster["ann-moss"].status() == "present_silent"
+
+
+def test_a_name_and_the_guide_act_as_one_subject(tmp_path):
+    _, roster, knows = build(tmp_path, """
+Ann waited in the shadow of the wall while the lanterns went by on the road below.
+
+Bob and the guide stopped at the gate and listened.
+
+"They are changing the watch," said Ann.
+""", CAST)
+    assert "bob-hale" in knowers(knows, '"They are changing the watch')

@@ -89,11 +89,6 @@ def _after_fronted_adverbial(before: str) -> bool:
     return bool(fronted.group(1)) or _GERUND_OPENS.match(fronted.group(0)) is None
 
 
-# "Mr. Fogg and his companions resumed their places": the name and those who go with him, one subject
-_WITH_COMPANY = re.compile(r"^\s+and\s+(?:his|her|their)\s+(?:[a-z]+\s+)?(?:companions?|friends?|party|wife|husband|"
-                           r"servant|master|mistress|family|guide|men|comrades?|fellow-travellers|sons?|daughters?)\s+")
-
-
 _THEY_OPENS = re.compile(r"(?:^|(?<=[.!?;])\s+)They(?=\s)")
 _STOP_BEFORE = re.compile(NOT_AFTER_TITLE + r"[.!?;]\s")
 
@@ -214,6 +209,11 @@ PERSON_NOUNS = (
     "minister|schoolmaster|teacher|visitor|mother|father|aunt|uncle|farmer|hunter|elder|youth|child"
 )
 _PERSON_NOUN = rf"(?:{PERSON_NOUNS})"
+# "Mr. Fogg and his companions resumed their places", "Passepartout and the guide stopped": the name and those
+# who go with him, told by a person noun, one subject.
+_WITH_COMPANY = re.compile(r"^\s+and\s+(?:(?:his|her|their)\s+(?:[a-z]+\s+)?(?:companions?|friends?|party|wife|husband|"
+                           r"servant|master|mistress|family|guide|men|comrades?|fellow-travellers|sons?|daughters?)|"
+                           rf"the\s+{_PERSON_NOUN})\s+")
 _TITLED = r"(?:Mr|Mrs|Miss|Dr|Captain|Professor|Lord|Lady|Sir|Madam|Aunt|Uncle|Colonel|Inspector|Sergeant|Squire)"
 _OTHER_PERSON_ACTS = re.compile(
     rf"(?:^|(?<=[.!?;:])\s+|\b(?:and|but|then|while|as|when)\s+|,\s+)(?:the\s+(?:old\s+|young\s+)?{_PERSON_NOUN}|"

@@ -80,7 +80,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v57"  # v57: a seen state of the body ("was exhausted", "was speechless") is presence
+ROSTER_VERSION = "roster-v58"  # v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
