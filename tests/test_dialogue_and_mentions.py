@@ -268,3 +268,14 @@ def test_a_letter_quoted_whole_is_its_writers_narration_and_its_speech_is_in_sin
 def test_a_dateline_in_italics_at_a_line_that_closes_its_quote_opens_no_document():
     text = '"_Your_ saying so don\'t make it so."\n\n"_Theirs_--"\n\n"For _theirs_, then."'
     assert not any(p.document for p in split_paragraphs(text))
+
+
+def test_a_name_in_a_list_is_spoken_of_not_to():
+    # "Gregson, Lestrade, and Co.": Watson is not addressed, so the untagged answer is not his
+    text = ('"You may be sure that Holmes, Watson, and Co. will pocket all the credit," said Mara.\n\n'
+            '"But he begs you to help him."')
+    first, second = _attribute(text)
+    assert first.addressees == []
+    assert second.speaker != "watson"
+    # a name spoken to before "and I" is still spoken to
+    assert _attribute('"I never meant it, Watson, and I am sorry," said Mara.')[0].addressees == ["watson"]

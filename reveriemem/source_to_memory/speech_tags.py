@@ -116,6 +116,10 @@ def name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> 
 # mate; Long John, he was quartermaster", "Long John Silver, he is called").
 _TOPIC = re.compile(r",\s*(?:he|she|they|him|her)\s+(?:was|were|is|are|had|has|did|does|said|says|called|named|"
                     r"would|could|will|can|[a-z]+ed)\b")
+# A name that a list goes on from is spoken of, not to ("you may be sure that Gregson, Lestrade, and Co. will
+# pocket all the credit"); two names alone may be an introduction ("Dr. Watson, Mr. Sherlock Holmes," said
+# Stamford), each spoken to.
+_LIST_AFTER = re.compile(r",?\s+(?:and|or|nor)\s+(?!I\b)[A-Z]")
 
 
 def vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
@@ -133,6 +137,8 @@ def vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Me
         closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
         if _TOPIC.match(text, mention.end):
             continue  # "Long John, he was quartermaster": the name set before its pronoun is spoken of
+        if _LIST_AFTER.match(text, mention.end):
+            continue  # "Gregson, Lestrade, and Co.": one of a list of names
         if opens and closes and mention.character not in addressed:
             addressed.append(mention.character)
     return addressed
