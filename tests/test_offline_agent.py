@@ -48,6 +48,11 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     six = parse_options("Who lit it? a) Mara b) Tobin c) Ansel d) Elspeth e) Osric f) Corwen")
     assert six.options["E"] == "Osric" and six.options["F"] == "Corwen" and six.label("F") == "f"
     assert parse_options("Who lit it A) Mara B) Tobin").options == {"A": "Mara", "B": "Tobin"}  # no "?" needed
+    # one mark skipped: the refusal typed "E)" after "C)" is its own option, not the end of "noon"
+    skipped = parse_options("At what hour did the Grey Heron sail? A) midnight B) dawn C) noon E) I don't know")
+    assert skipped.options == {"A": "midnight", "B": "dawn", "C": "noon", "E": "I don't know"}
+    assert skipped.refusal == "E" and skipped.answers == {"A": "midnight", "B": "dawn", "C": "noon"}
+    assert parse_options("Who lit it? A) Mara D) Tobin").options == {}  # two marks skipped: no options
 
 
 def test_a_line_of_dialogue_is_quoted_once() -> None:

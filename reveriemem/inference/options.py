@@ -39,7 +39,8 @@ class Question:
 def parse_options(text: str) -> Question:
     """The question and its options when it carries at least two, marked in order from A, a or 1 (the
     first of those that marks two where options can stand); the options are keyed A, B, C... whatever
-    their marks. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin") or each at the
+    their marks. One mark may be skipped: a refusal typed "E)" after "C)" is an option of its own, not the
+    end of option C. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin") or each at the
     start of a line, not inside a sentence ("Did he pay 1. or 2. crowns?", "Prof. A. Smith and Dr. B.
     Jones"); capitals closed by a bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered
     questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options."""
@@ -49,7 +50,9 @@ def parse_options(text: str) -> Question:
         bracketed = True
         for m in marker.finditer(lines):
             label = m.group(1) or m.group(2)
-            if len(found) < len(LETTERS) and LETTERS.index(_letter(label)) == len(found):
+            # in order from the first mark; one may be skipped ("A) ... B) ... C) ... E) I don't know")
+            index, last = LETTERS.index(_letter(label)), (LETTERS.index(_letter(found[-1][0])) if found else -1)
+            if (index == 0 if not found else last < index <= last + 2):
                 found.append((label, m.start(), m.end()))
                 bracketed = bracketed and m.group(3) in (None, ")")
         if len(found) < 2:
