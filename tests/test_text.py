@@ -105,6 +105,11 @@ def test_a_title_before_a_name_ends_no_sentence_run():
                         "He lived at No. 7, Saville Row.", "\"No.\""]
     assert "".join(run.group() for run in sentence_runs(text)) == text  # runs still cover the text, in order
     assert [run.group() for run in sentence_runs("I wrote to Mr.")] == ["I wrote to Mr."]  # at the end, it ends one
+    # "Co." before a small letter goes on (a quoted fact was "will pocket all the credit."); before a capital it ends
+    text = "You may be sure that Gregson, Lestrade, and Co. will pocket all the credit. I sold it to Smith and Co. He paid."
+    assert [run.group().strip() for run in sentence_runs(text)] == [
+        "You may be sure that Gregson, Lestrade, and Co. will pocket all the credit.", "I sold it to Smith and Co.",
+        "He paid."]
 
 
 def test_a_marker_is_found_as_a_reader_copies_it_across_line_breaks_and_quotation_marks():

@@ -387,10 +387,10 @@ class Run:
         return self.stop
 
 
-# A title before a name ("Mr. Fogg", "Dr. Seward") or "No." before a number ("No. 7, Saville Row") ends no sentence.
-_TITLE_STOP = re.compile(r"\b(?:(?P<title>Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs)|No)\.$")
-_NAME_NEXT = re.compile(r"\s+[A-Z]")
-_NUMBER_NEXT = re.compile(r"\s+\d")
+# A title before a name ("Mr. Fogg", "Dr. Seward"), "No." before a number ("No. 7, Saville Row") or "Co." before
+# a small letter ("Gregson, Lestrade, and Co. will pocket all the credit") ends no sentence.
+_TITLE_STOP = re.compile(r"\b(?:(?P<title>Mr|Mrs|Ms|Dr|St|Mt|Capt|Col|Gen|Lt|Sgt|Rev|Prof|Messrs)|(?P<co>Co)|No)\.$")
+_NAME_NEXT, _NUMBER_NEXT, _SMALL_NEXT = re.compile(r"\s+[A-Z]"), re.compile(r"\s+\d"), re.compile(r"\s+[a-z]")
 
 
 def sentence_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[Run]:
@@ -405,7 +405,7 @@ def sentence_runs(text: str, start: int = 0, end: int | None = None) -> Iterator
     for match in _SENTENCE_RUN.finditer(text, start, end):
         begin = match.start() if opened is None else opened
         title = _TITLE_STOP.search(text, match.start(), match.end()) if match.end() < end else None
-        if title and (_NAME_NEXT if title.group("title") else _NUMBER_NEXT).match(text, match.end(), end):
+        if title and (_NAME_NEXT if title["title"] else _SMALL_NEXT if title["co"] else _NUMBER_NEXT).match(text, match.end(), end):
             opened = begin
             continue
         opened = None

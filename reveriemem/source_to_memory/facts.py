@@ -48,7 +48,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v23"  # v23: remembering, being tempted and wishing are thoughts
+EVIDENCE_METHOD = "heuristic:evidence-units-v24"  # v23: remembering, being tempted and wishing are thoughts; v24: "and Co. will" one sentence
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
