@@ -857,3 +857,20 @@ def test_patterns_as_of_a_cut_hold_only_what_was_shown_by_then():
     assert [r["pattern_id"] for r in cut] == [1]
     assert cut[0]["excerpts"] == ["early line"] and cut[0]["excerpt_starts"] == [100]
     assert [r["pattern_id"] for r in cut_patterns(rows, 1_000)] == [1, 2]
+
+
+def test_a_line_quoted_from_those_told_just_after_a_recalled_fact_is_listed_in_the_trace():
+    """The offline reader reads each recalled fact with the lines the book tells just after it, and may quote
+    one of those: the trace lists it with the recalled facts, so `--json` shows it and marks its sentence."""
+    key = fact("f5", "The strongbox key hangs on a nail behind the lamp room door", ["mara"], 160)
+
+    class FollowingReader(StandInReader):
+        def follow(self, pool, gap, as_of=None):
+            return {r["fact_id"]: [{**key, "route": "observation"}] for r in pool if r["fact_id"] == "f1"}
+
+    reader = FollowingReader(character="mara", facts=[fact("f1", "Mara locked the ledger in the brass strongbox",
+                                                           ["mara"], 120)])
+    turn = ReverieInference(reader, open_model("none"), MARA).respond("Where does the strongbox key hang?")
+    assert turn.trace.used_facts == ["f5"], turn.reply
+    listed = {f.fact_id: f for f in turn.trace.facts}
+    assert "f5" in listed and listed["f5"].source_start == 160 and listed["f5"].route == "observation"

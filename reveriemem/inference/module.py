@@ -254,9 +254,14 @@ class ReverieInference(dspy.Module):
             asked = parse_options(question)
             reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes(asked), *probes])
             personality = track.decide(run, question, lines, state, as_of)
-            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored,
-                                                              self._following(reader, reasoning.pool, as_of))
+            following = self._following(reader, reasoning.pool, as_of)
+            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored, following)
             reply, used, offline = decision.reply, decision.used, decision.detail
+            # a line quoted from those told just after a pool fact is one the reply rests on: the trace lists it
+            held = {str(r["fact_id"]) for r in reasoning.pool}
+            told_after = {str(r["fact_id"]): r for rows in following.values() for r in rows}
+            reasoning.pool += [dict(told_after[f], probe="told just after a recalled fact") for f in used
+                               if f not in held and f in told_after]
             reasoning.stop_reason = decision.stop
         elif self.inline_personality:
             reasoning = chain.recall(run, question, as_of)
