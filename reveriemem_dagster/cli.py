@@ -188,11 +188,13 @@ def _as_of_options(command: Any) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Print the reply with its whole trace as JSON.")
 @click.option("--lm", default="", help="Model for the agent (overrides $REVERIEMEM_LM).")
 @click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
-@click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="At most this many Self-Probe rounds.")
 @_as_of_options
 def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedder: str, rounds: int,
         as_of: int | None, as_of_chapter: int | None) -> None:
     """Ask CHARACTER (any alias) of BOOK a question; the reply rests only on what they could know."""
+    book, character, question = _typed(book), _typed(character), _typed(question)
     if not question.strip():
         raise click.ClickException("The question is empty; ask CHARACTER something, e.g. \"Where were you that night?\"")
     _notice(lm)
@@ -213,11 +215,13 @@ def ask(book: str, character: str, question: str, as_json: bool, lm: str, embedd
 @click.argument("character")
 @click.option("--lm", default="", help="Model for the agent (overrides $REVERIEMEM_LM).")
 @click.option("--embedder", default="", help="Embedding model (default: the one the memory was built with).")
-@click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="At most this many Self-Probe rounds.")
 @_as_of_options
 def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: int | None,
          as_of_chapter: int | None) -> None:
     """Talk with CHARACTER of BOOK; history and emotional state carry over turns (/trace, /quit, Ctrl-C)."""
+    book, character = _typed(book), _typed(character)
     _notice(lm)
     from reveriemem.inference.session import open_session
     from reveriemem_dagster.conversation import chat_loop
@@ -227,8 +231,21 @@ def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: 
     chat_loop(session, _read_line, click.echo)
 
 
+def _typed(text: str) -> str:
+    """What the user typed, its bytes that are not UTF-8 (surrogate-escaped by Python) as U+FFFD."""
+    from reveriemem.inference.turn_text import well_formed
+
+    return well_formed(text)
+
+
 def _read_line(prompt: str) -> str:
-    """A line from standard input after a prompt on standard output (EOFError at the end of input)."""
+    """A line from standard input after a prompt on standard output (EOFError at the end of input).
+
+    Bytes that do not decode arrive surrogate-escaped (chat_loop replaces them) rather than ending the chat.
+    """
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdin, "errors", "") != "surrogateescape":
+        reconfigure(errors="surrogateescape")
     click.echo(prompt, nl=False)
     sys.stdout.flush()
     line = sys.stdin.readline()

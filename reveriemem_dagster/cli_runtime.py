@@ -95,7 +95,8 @@ def failure_message(exc: BaseException, command: str, line: str) -> str:
         return (f"{detail}" if not step else f"Failed{where}: {detail}{'' if detail.endswith('.') else '.'}") + resume
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return f"`reveriemem {command}` failed{where}: {what}.{resume}{hint}"
+    stop = "" if what.endswith((".", "!", "?")) else "."  # "max_rounds must be at least 1." keeps one full stop
+    return f"`reveriemem {command}` failed{where}: {what}{stop}{resume}{hint}"
 
 
 def report_failure(exc: BaseException, command: str, argv: list[str]) -> int:

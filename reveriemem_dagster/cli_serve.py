@@ -39,7 +39,8 @@ def api_key_for(host: str) -> str | None:
 @click.option("--lm", default="none", show_default=True,
               help="Model the agents speak with (`none`: the offline path; or any model string `reveriemem --help` names).")
 @click.option("--embedder", default="", help="Embedding model (default: the one each memory was built with).")
-@click.option("--rounds", default=3, show_default=True, help="At most this many Self-Probe rounds per turn.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="At most this many Self-Probe rounds per turn.")
 def serve(host: str, port: int, lm: str, embedder: str, rounds: int) -> None:
     """Serve every character of the built books as an OpenAI-compatible API (model `book/character`)."""
     import uvicorn

@@ -9,6 +9,7 @@ from typing import Any
 from reveriemem.inference.reply_evidence import sentence_support
 from reveriemem.inference.session import Session
 from reveriemem.inference.trace import Turn
+from reveriemem.inference.turn_text import well_formed
 
 CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D, Ctrl-C) ends."
 DEMO_CHARACTER, DEMO_QUESTION = "Mara Quell", "Which cask did you fill the Horn Lamp from on the fourteenth?"
@@ -86,7 +87,7 @@ def chat_loop(session: Session, read: Callable[[str], str], write: Callable[[str
     turns = 0
     while True:
         try:
-            line = read("You: ").strip()
+            line = well_formed(read("You: ")).strip()  # undecodable bytes as U+FFFD, not an error
         except (EOFError, KeyboardInterrupt):
             write("")
             return turns

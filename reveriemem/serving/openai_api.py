@@ -34,6 +34,7 @@ from starlette.routing import Route
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError, RegistryError, ReverieMemError
 from reveriemem.inference.memory_reader import CutPointError
 from reveriemem.inference.trace import Turn
+from reveriemem.inference.turn_text import well_formed
 from reveriemem.serving.sessions import CutPoint, ServedModel, SessionPool, resolve_model, served_models
 
 logger = logging.getLogger(__name__)
@@ -82,9 +83,9 @@ class ChatRequest:
 
 
 def _text(content: Any, index: int) -> str:
-    """A message's text: a string, or OpenAI's list of parts (text parts only)."""
+    """A message's text: a string, or OpenAI's list of parts (text parts only); lone surrogates as U+FFFD."""
     if isinstance(content, str):
-        return content
+        return well_formed(content)
     if isinstance(content, list):
         parts = []
         for part in content:
@@ -92,7 +93,7 @@ def _text(content: Any, index: int) -> str:
                 raise ApiError(400, f"Message {index} holds a part that is not text; only text is understood.",
                                code="unsupported_content", param=f"messages.{index}.content")
             parts.append(part["text"])
-        return "".join(parts)
+        return well_formed("".join(parts))
     if content is None:
         return ""
     raise ApiError(400, f"Message {index} has content that is neither text nor a list of text parts.",
@@ -152,7 +153,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if not isinstance(stream, bool):
         raise ApiError(400, "stream must be true or false.", code="invalid_stream", param="stream")
     try:
-        served = resolve_model(model)
+        served = resolve_model(well_formed(model))
     except RegistryError as exc:
         raise ApiError(404, str(exc), code="model_not_found", param="model") from exc
     return ChatRequest(served, cut, turns[:-1], question, stream)
