@@ -110,6 +110,7 @@ def remove_book_command(book: str) -> None:
     from reveriemem_dagster.instance import get_instance, unregister_partitions
 
     record = load_book(book)
+    book = record.slug  # as registered, however it was written
     still_used = {c.slug for other in list_books() if other != book for c in load_book(other).characters}
     remove_book(book)
     unregister_partitions(get_instance(), record, still_used)
@@ -170,7 +171,7 @@ def build(book: str, lm: str, embedder: str, force: bool, retry_failed: bool, qu
     and model answers already given are reused from the model cache
     ($REVERIEMEM_MODEL_CACHE=0 turns it off), so an interrupted build resumes.
     """
-    load_book(book)
+    book = load_book(book).slug  # as registered, however it was written
     _summarise(_build(book, lm, embedder, force=force, retry_failed=retry_failed, quiet=quiet))
 
 
@@ -345,7 +346,7 @@ def evaluate(book: str, out: Path, items: Path | None, methods: str, part: str |
     """
     from eval.runner import RunSpec, run_evaluation
 
-    load_book(book)
+    book = load_book(book).slug  # as registered, however it was written
     _notice(lm)
     spec = RunSpec(book=book, out=out, items=items, methods=[m.strip() for m in methods.split(",") if m.strip()],
                    lm=lm or None, embedder=_built_embedder(book, embedder), part=part, limit=limit)

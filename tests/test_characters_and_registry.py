@@ -54,13 +54,84 @@ def test_a_character_is_found_by_the_name_a_reader_writes(tmp_path: Path):
                                    "    gender: female\n"))
     for written, name in [("Dr. Watson", "John Watson"), ("Mr Holmes", "Sherlock Holmes"),
                           ("Inspector Sherlock Holmes", "Sherlock Holmes"), ("Mrs. Mina Harker", "Mina Harker"),
-                          ("Harker", "Jonathan Harker"), ("Miss Murray", "Mina Harker")]:
+                          ("Harker", "Jonathan Harker"), ("Miss Murray", "Mina Harker"),
+                          ("John", "John Watson")]:  # one word of one character's name only
         assert book.character(written).name == name, written
     # no one, or not one of them: another person of the same name, a title that does not fit, more words
     for other in ("Mycroft Holmes", "Mrs. Holmes", "Mrs. Murray", "Mr. Mina", "Dr. John H. Watson", "Holmes's brother",
-                  "John"):
+                  "Mary", "Mr"):
         with pytest.raises(RegistryError, match="not a focus character"):
             book.character(other)
+
+
+SCARLET = """characters:
+  - name: Sherlock Holmes
+    aliases: [Holmes, Sherlock]
+    gender: male
+  - name: John Watson
+    aliases: [Watson, Dr. Watson]
+    gender: male
+  - name: Tobias Gregson
+    aliases: [Gregson, Mr. Gregson]
+    gender: male
+  - name: Jefferson Hope
+    aliases: [Jefferson]
+    gender: male
+  - name: Mara Quell
+    gender: female
+  - name: Ann Quell
+    gender: female
+"""
+
+
+def _scarlet(tmp_path: Path):
+    from reveriemem.core.registry import prepare_book
+
+    story = STORY + "\r\nGregson, Jefferson, Mara Quell and Ann Quell waited.\r\n"
+    return prepare_book(*_files(tmp_path, story=story, characters=SCARLET))[0]
+
+
+@pytest.mark.parametrize(("written", "name"), [
+    ("“Mara Quell”", "Mara Quell"), ('"Mara Quell"', "Mara Quell"), ("'Mara Quell'", "Mara Quell"),
+    ("‘Watson’", "John Watson"), (' " Dr. Watson " ', "John Watson"),
+    ("Hope", "Jefferson Hope"), ("hope", "Jefferson Hope"), ("Tobias", "Tobias Gregson"), ("TOBIAS", "Tobias Gregson"),
+    ("“Hope”", "Jefferson Hope"), ("Mara", "Mara Quell"),
+])
+def test_a_quoted_name_or_one_word_of_one_characters_name_finds_them(tmp_path: Path, written: str, name: str):
+    assert _scarlet(tmp_path).character(written).name == name
+
+
+def test_a_word_of_several_characters_names_lists_them_and_a_word_of_none_is_no_one(tmp_path: Path):
+    from reveriemem.core.errors import RegistryError
+
+    book = _scarlet(tmp_path)
+    with pytest.raises(RegistryError, match=r"'Quell' is not a focus character of tale: .*Mara Quell, Ann Quell"):
+        book.character("Quell")
+    for nobody in ("Hop", "Lestrade", "Mr", "Dr.", "“”", "Hope Tobias", "Mr. Hope"):
+        with pytest.raises(RegistryError, match=r"is not a focus character of tale \(known: "):
+            book.character(nobody)
+
+
+def test_a_book_is_found_by_its_name_as_written_and_a_near_miss_is_offered(tmp_path: Path):
+    from reveriemem.core.errors import RegistryError
+
+    book, chars = _files(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(main, ["add-book", str(book), "--characters", str(chars), "--name", "A Study in Scarlet"])
+    assert result.exit_code == 0, result.output
+    assert list_books() == ["a-study-in-scarlet"]
+    for written in ("A-Study-In-Scarlet", "A Study in Scarlet", " a study in scarlet "):
+        assert load_book(written).slug == "a-study-in-scarlet", written
+    result = runner.invoke(main, ["chapters", "A Study In Scarlet"])
+    assert result.exit_code == 0 and "Not built yet: run `reveriemem build a-study-in-scarlet`" in result.output
+    for near in ("study-in-scarlet", "A Study in Scralet", "scarlet"):
+        with pytest.raises(RegistryError, match=r"did you mean 'a-study-in-scarlet'\? Registered: a-study-in-scarlet\."):
+            load_book(near)
+    with pytest.raises(RegistryError, match=r"No book named 'moby-dick' is registered \(registered: a-study-in-scarlet\); "
+                                            r"run `reveriemem add-book"):
+        load_book("moby-dick")
+    with pytest.raises(RegistryError, match="No book named '!!!'"):
+        load_book("!!!")
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ copy into its own registry first: workers on other machines build the same book.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -33,7 +34,7 @@ from reveriemem.core.characters import (
     slugify,
     validate_characters,
 )
-from reveriemem.core.errors import RegistryError
+from reveriemem.core.errors import CharacterFileError, RegistryError
 from reveriemem.core.layout import layout_name
 from reveriemem.core.object_store import Files, join
 from reveriemem.core.quotes import read_speech_quotes, speech_in_single_quotes, swap_speech_marks
@@ -54,8 +55,12 @@ class Book:
     info: dict[str, Any]
 
     def character(self, name_or_alias: str) -> Character:
-        """Find a focus character by canonical name, slug or alias (case-insensitive)."""
-        wanted = name_or_alias.strip().lower()
+        """Find a focus character by canonical name, slug or alias (case-insensitive).
+
+        Quotation marks around the name are dropped ("“Mara”"), and a single word that is part of the
+        name or an alias of exactly one focus character names that one ("Hope": Jefferson Hope).
+        """
+        wanted = _unquoted(name_or_alias.strip()).lower()
         for character in self.characters:
             names = {character.name, character.slug, *character.aliases}
             if wanted in {n.lower() for n in names}:
@@ -70,6 +75,14 @@ class Book:
         if len(found) == 1:
             return found[0]
         known = ", ".join(c.name for c in self.characters)
+        # Then one word of a name ("Tobias", "Hope"), when it is part of one focus character's names only.
+        if re.fullmatch(r"[\w'’-]+", wanted):
+            found = [c for c in self.characters if wanted in _name_words(c)]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                raise RegistryError(f"{name_or_alias!r} is not a focus character of {self.slug}: it is part of the "
+                                    f"names of {', '.join(c.name for c in found)}; give more of the name.")
         raise RegistryError(f"{name_or_alias!r} is not a focus character of {self.slug} (known: {known}).")
 
 
@@ -77,6 +90,22 @@ _TITLE = re.compile(r"^(?:(?:mr|mrs|miss|ms|dr|doctor|captain|capt|colonel|col|i
                     r"professor|prof|monsieur|mister|squire|master|the)\.?\s+)+")
 _FEMALE_TITLES = frozenset(("mrs", "miss", "ms", "madam", "lady"))
 _MALE_TITLES = frozenset(("mr", "mister", "sir", "lord", "monsieur", "master"))
+
+
+_QUOTES = "\"'“”‘’„«»"
+
+
+def _unquoted(name: str) -> str:
+    """A name without the quotation marks around it: '“Mara”', '"Mara"', "'Mara'" -> 'Mara'."""
+    while len(name) >= 2 and name[0] in _QUOTES and name[-1] in _QUOTES:
+        name = name[1:-1].strip()
+    return name
+
+
+def _name_words(character: Character) -> set[str]:
+    """The lower-case words of a character's name and aliases, titles left out ("mr. tobias gregson": tobias, gregson)."""
+    return {word for name in (character.name, *character.aliases)
+            for word in re.findall(r"[\w'’-]+", _untitled(name.lower()))}
 
 
 def _untitled(name: str) -> str:
@@ -234,14 +263,31 @@ def remove_book(slug: str, home: Path | None = None) -> None:
         shared.delete_folder(slug)
 
 
+def _registered_slug(name: str) -> str:
+    """The slug a book's name is registered under: "A Study in Scarlet" and "A-Study-In-Scarlet" are
+    a-study-in-scarlet (what `add-book` makes of a name, `slugify`)."""
+    try:
+        return slugify(name)
+    except CharacterFileError:  # no letter or digit: no book has that name
+        return name
+
+
 def load_book(slug: str, home: Path | None = None) -> Book:
-    """Load a registered book; a clear error names what to run when it is missing."""
+    """Load a registered book (named as written or by its slug); a clear error names what to run when it is missing."""
+    name, slug = slug, _registered_slug(slug)
     _take_shared(slug, home)
     folder = books_root(home) / slug
     if not (folder / "book.json").exists():
-        known = ", ".join(list_books(home)) or "none yet"
+        registered = list_books(home)
+        known = ", ".join(registered) or "none yet"
+        close = [b for b in registered if slug in b] + difflib.get_close_matches(slug, registered, n=3, cutoff=0.6)
+        if close:
+            raise RegistryError(
+                f"No book named {name!r} is registered; did you mean "
+                f"{' or '.join(map(repr, list(dict.fromkeys(close))[:3]))}? Registered: {known}."
+            )
         raise RegistryError(
-            f"No book named {slug!r} is registered (registered: {known}); "
+            f"No book named {name!r} is registered (registered: {known}); "
             f"run `reveriemem add-book PATH --characters FILE` first."
         )
     try:
