@@ -53,6 +53,10 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     assert skipped.options == {"A": "midnight", "B": "dawn", "C": "noon", "E": "I don't know"}
     assert skipped.refusal == "E" and skipped.answers == {"A": "midnight", "B": "dawn", "C": "noon"}
     assert parse_options("Who lit it? A) Mara D) Tobin").options == {}  # two marks skipped: no options
+    # an option that tells of not knowing is no refusal when a shorter one refuses
+    told = parse_options("What happened? A) He did not know what to do with what he had heard. B) Mara left. "
+                         "C) I don't know")
+    assert told.refusal == "C" and set(told.answers) == {"A", "B"}
 
 
 def test_a_line_of_dialogue_is_quoted_once() -> None:

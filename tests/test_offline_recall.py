@@ -243,3 +243,18 @@ def test_a_line_that_asks_is_no_answer_to_a_free_form_question() -> None:
     # with only the question in memory, the character does not quote the doubt back as an answer
     refused = who.decide(parse_options("Who stooped when the squire fired?"), pool[:1], [])
     assert refused.stop == "refusal" and refused.used == [] and "asked the doctor" not in refused.reply
+
+
+def test_an_option_copying_a_line_of_the_book_the_memory_does_not_hold_is_refused() -> None:
+    """Words of a copied line scattered over the character's own passages are not that line: the book tells
+    it, so the reply is "I never saw that", not the copied option; holding the line, the character answers."""
+    book = BOOK + ["The captain sat all evening in the parlour with his rum, and he died a little.",
+                   "A stroke of the bell sounded in the parlour."]
+    who = OfflineReasoner(BookEvidence(book, FOLDING), CAL, ["Jim Hawkins", "Jim"])
+    scattered = [{"fact_id": f"f{i}", "text": book[i], "evidence": book[i]} for i in (7, 8)]
+    asked = parse_options("What happened in the parlour? A) The captain died of a stroke. B) Silver's wife sold "
+                          "the Spy-glass. C) I don't know")
+    refused = who.decide(asked, scattered, [])
+    assert refused.stop == "refusal" and refused.reply.startswith("(C) I don't know.") and REFUSAL in refused.reply
+    held = who.decide(asked, [*scattered, fact(2)], [])
+    assert held.stop == "option" and held.reply.startswith("(A) The captain died of a stroke.")

@@ -33,7 +33,7 @@ from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import READER_CALIBRATION
 from reveriemem.core.storage import MemoryStore, PartitionRef
 
-READER_VERSION = "offline-reader-v9"  # stored readings of another version are not used
+READER_VERSION = "offline-reader-v10"  # stored readings of another version are not used; v10: a copied line memory does not hold is refused
 MIN_TRAIN = 6  # fewer pooled train readings than this (or none of a split): the default floors
 BOOK_FLOORS = (0.0, 0.02, 0.05, 0.1, 0.2)  # candidate floors of the whole book's support
 

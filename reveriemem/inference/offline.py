@@ -63,6 +63,8 @@ UNKNOWN = "I don't know; nothing I remember speaks to that."  # nothing in the b
 REFUSALS = (REFUSAL, UNKNOWN)
 QUOTE_WORDS = 60
 NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
+COPY_TERMS = 3  # content words an option needs before it can be a copied line of the book
+COPY_SHARE = 0.9  # the share of them a passage holds when the option copies it
 
 
 def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
@@ -160,6 +162,7 @@ class Comparison:
     book: float  # the best support the whole book gives (at least the memory's own)
     on_point: bool = True  # free-form: the memory's best passage holds the question's rarest word
     book_on_point: bool = True  # free-form: the book's best passage does
+    unheld_copy: bool = False  # options: the best one copies a line of the book that memory does not hold
 
     @property
     def ratio(self) -> float:
@@ -198,16 +201,29 @@ class OfflineReasoner:
         answers = {k: self.folding.apply(v) for k, v in question.answers.items()}
         text = self.folding.apply(question.text)
         first = next(iter(answers))
+        held: SupportIndex | None = None
         if not pool and not anchored:
             reading = OptionReading(None, first, 0.0)
         else:
-            support = self._index(pool, anchored, after).support(text, answers, self.ignored)
+            held = self._index(pool, anchored, after)
+            support = held.support(text, answers, self.ignored)
             letter, score = best_option(support)
             reading = OptionReading(letter, letter, score, support[letter].passage)
         if self.book is None:
             return Comparison(reading, reading.support)
         _, book = best_option(self.book.index.support(text, answers, self.ignored))
-        return Comparison(reading, max(book, reading.support))
+        copied = self._copy_unheld(answers[reading.best], held, self.book.index)
+        return Comparison(reading, max(book, reading.support), unheld_copy=copied)
+
+    def _copy_unheld(self, option: str, memory: SupportIndex | None, book: SupportIndex) -> bool:
+        """Does the option copy a line of the book (`COPY_SHARE` of its words, and it has `COPY_TERMS` or more)
+        that no passage of the memory holds so? A character who lived that line holds it whole; its words
+        scattered over passages of theirs are not it."""
+        words = term_set(option) - frozenset().union(*(term_set(n) for n in self.ignored))
+        if len(words) < COPY_TERMS:
+            return False
+        need = COPY_SHARE * len(words)
+        return _cover(words, book) >= need > (_cover(words, memory) if memory is not None else 0)
 
     def read_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
                      anchored: Sequence[AnchoredScene]) -> OptionReading:
@@ -273,7 +289,8 @@ class OfflineReasoner:
     def option_letter(self, compared: Comparison) -> str | None:
         """The option decided, or None to refuse."""
         cal = self.calibration
-        if compared.book <= cal.option_floor or compared.reading.support <= 0 or compared.ratio < cal.ratio_floor:
+        if compared.book <= cal.option_floor or compared.reading.support <= 0 or compared.ratio < cal.ratio_floor \
+                or compared.unheld_copy:
             return None
         return compared.reading.best
 
@@ -420,6 +437,15 @@ def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecisi
     """The extractive reply quoting one fact of the pool."""
     return OfflineDecision(f"As I remember it: {quoted(str(row.get('evidence') or row.get('text') or ''))}",
                            [str(row["fact_id"])], "extractive", detail)
+
+
+def _cover(words: frozenset[str], index: SupportIndex) -> int:
+    """The most of `words` that one passage (window) of `index` holds."""
+    counts: dict[int, int] = {}
+    for word in words:
+        for i in index.postings.get(word, ()):
+            counts[i] = counts.get(i, 0) + 1
+    return max(counts.values(), default=0)
 
 
 def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[str, Any] | None:

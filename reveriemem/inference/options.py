@@ -69,7 +69,9 @@ def parse_options(text: str) -> Question:
     numbered = marker is not _MARKERS[0]
     if any(not v for v in options.values()) or (numbered and any(v.endswith("?") for v in options.values())):
         return Question(" ".join(text.split()))
-    refusal = next((k for k, v in options.items() if _REFUSING.search(v)), None)
+    # the refusal is the shortest option that refuses: "I don't know", not "He did not know what to do with it"
+    refusal = min((k for k, v in options.items() if _REFUSING.search(v)), key=lambda k: len(options[k].split()),
+                  default=None)
     labels = {_letter(label): label for label, _, _ in found if label != _letter(label)}
     return Question(" ".join(lines[:found[0][1]].split()), options, refusal, labels)
 
