@@ -81,13 +81,16 @@ SCARLET = """characters:
     gender: female
   - name: Ann Quell
     gender: female
+  - name: Long John Silver
+    aliases: [Van der Berg, my friend]
+    gender: male
 """
 
 
 def _scarlet(tmp_path: Path):
     from reveriemem.core.registry import prepare_book
 
-    story = STORY + "\r\nGregson, Jefferson, Mara Quell and Ann Quell waited.\r\n"
+    story = STORY + "\r\nGregson, Jefferson, Mara Quell, Ann Quell and Long John Silver waited.\r\n"
     return prepare_book(*_files(tmp_path, story=story, characters=SCARLET))[0]
 
 
@@ -107,7 +110,9 @@ def test_a_word_of_several_characters_names_lists_them_and_a_word_of_none_is_no_
     book = _scarlet(tmp_path)
     with pytest.raises(RegistryError, match=r"'Quell' is not a focus character of tale: .*Mara Quell, Ann Quell"):
         book.character("Quell")
-    for nobody in ("Hop", "Lestrade", "Mr", "Dr.", "“”", "Hope Tobias", "Mr. Hope"):
+    # a particle, a common word or a lower-case word of an alias names no one ("Long" is not Long John Silver)
+    for nobody in ("Hop", "Lestrade", "Mr", "Dr.", "“”", "Hope Tobias", "Mr. Hope", "long", "van", "der", "friend",
+                   "Jo"):
         with pytest.raises(RegistryError, match=r"is not a focus character of tale \(known: "):
             book.character(nobody)
 

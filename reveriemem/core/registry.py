@@ -103,9 +103,21 @@ def _unquoted(name: str) -> str:
 
 
 def _name_words(character: Character) -> set[str]:
-    """The lower-case words of a character's name and aliases, titles left out ("mr. tobias gregson": tobias, gregson)."""
-    return {word for name in (character.name, *character.aliases)
-            for word in re.findall(r"[\w'’-]+", _untitled(name.lower()))}
+    """The first and last capitalised words of a character's name and aliases, titles left out ("Mr. Tobias
+    Gregson": tobias, gregson), of three letters or more and no particle or common word: "long" is not Long John Silver, "van"
+    not Van Helsing, "the" not God the Father."""
+    out = set()
+    for name in (character.name, *character.aliases):
+        words = [w for w in re.findall(r"[\w'’-]+", name) if w[:1].isupper()]  # "my friend" names no one
+        out |= {w.lower() for w in words[:1] + words[-1:]}
+    return {w for w in out if len(w) >= 3 and _untitled(w + " x") == w + " x" and w not in _NOT_A_NAME}
+
+
+# Words that open or close some names but name nobody alone.
+_NOT_A_NAME = frozenset(("the", "of", "van", "von", "der", "den", "del", "della", "les", "las", "los", "long", "old",
+                         "young", "little", "big", "black", "white", "red", "great", "good", "poor", "mistress", "master",
+                         "count", "saint", "son", "father", "mother", "king", "queen", "lord", "lady", "captain", "friend",
+                         "cap'n"))
 
 
 def _untitled(name: str) -> str:
