@@ -20,7 +20,7 @@ def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
     trace = turn.trace
     used = [f for f in trace.facts if f.fact_id in trace.used_facts]
     sentences = sentence_support(turn.reply, used, session.agent.offline_reasoner().rarity,
-                                 session.character.surface_forms)
+                                 session.character.surface_forms, option=trace.stop_reason == "option")
     return {
         "book": session.book.slug, "character": session.character.name, "question": turn.question,
         "reply": turn.reply, "model": trace.model, "method": trace.method, "as_of": trace.as_of,

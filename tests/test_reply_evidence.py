@@ -32,3 +32,12 @@ def test_a_common_word_alone_supports_nothing_and_a_refusal_has_no_facts():
     assert all(m.facts == [] for m in marks)
     refusal = sentence_support("I can't tell you that; it is nothing I saw or heard for myself.", [], RARITY)
     assert len(refusal) == 1 and refusal[0].facts == []
+
+
+def test_an_option_chosen_offline_rests_on_the_facts_it_was_chosen_from():
+    reply = "(A) The iron press. That much I know for myself."
+    marks = sentence_support(reply, [PRESS], RARITY, names=["Mara"], option=True)
+    assert [[f.fact_id for f in m.facts] for m in marks] == [["f2"], []]
+    # not an option: only what the sentence quotes or shares rare words with
+    plain = sentence_support("(A) Mara. That much I know for myself.", [PRESS], RARITY, names=["Mara"])
+    assert [[f.fact_id for f in m.facts] for m in plain] == [[], []]

@@ -13,7 +13,7 @@ compared through the offline reader's lexical view (`terms`, `term_set`, `Rarity
   there are fewer).
 
 Only the facts the reply is said to use are candidates, so a refusal (no used fact) has no
-supporting fact on any sentence. The result is deterministic: same reply, facts and rarity, same
+supporting fact on any sentence. An option chosen offline rests on the facts it was chosen from. The result is deterministic: same reply, facts and rarity, same
 marks.
 """
 
@@ -80,13 +80,16 @@ def supports(sentence: str, fact: RecalledFact, rarity: Rarity, ignore: frozense
 
 
 def sentence_support(reply: str, used: Sequence[RecalledFact], rarity: Rarity | None = None,
-                     names: Iterable[str] = ()) -> list[SentenceSupport]:
+                     names: Iterable[str] = (), option: bool = False) -> list[SentenceSupport]:
     """Each sentence of `reply` with the facts of `used` that support it.
 
     `rarity` is the book's (the offline reasoner's); without it the used facts' own passages give
-    it. `names` are the asked character's surface forms, whose terms are never rare words.
+    it. `names` are the asked character's surface forms, whose terms are never rare words. With
+    `option`, the reply opens on the option the offline reader chose ("(A) Jefferson Hope."), and
+    that first sentence rests on the used facts it was chosen from, whatever words they share.
     """
     weights = rarity or Rarity(fact_passage({"text": f.text, "evidence": f.evidence}) for f in used)
     ignore = frozenset().union(*(term_set(name) for name in names))
-    return [SentenceSupport(i, sentence, [f for f in used if supports(sentence, f, weights, ignore)])
+    return [SentenceSupport(i, sentence, [f for f in used if (option and i == 0)
+                                          or supports(sentence, f, weights, ignore)])
             for i, sentence in enumerate(split_sentences(reply))]
