@@ -874,3 +874,4 @@ def test_a_line_quoted_from_those_told_just_after_a_recalled_fact_is_listed_in_t
     assert turn.trace.used_facts == ["f5"], turn.reply
     listed = {f.fact_id: f for f in turn.trace.facts}
     assert "f5" in listed and listed["f5"].source_start == 160 and listed["f5"].route == "observation"
+    assert listed["f5"].round == 0  # read with a recalled fact, retrieved by no probe

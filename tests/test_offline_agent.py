@@ -53,10 +53,16 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     assert skipped.options == {"A": "midnight", "B": "dawn", "C": "noon", "E": "I don't know"}
     assert skipped.refusal == "E" and skipped.answers == {"A": "midnight", "B": "dawn", "C": "noon"}
     assert parse_options("Who lit it? A) Mara D) Tobin").options == {}  # two marks skipped: no options
-    # an option that tells of not knowing is no refusal when a shorter one refuses
+    # an option that tells of not knowing is no refusal when one refuses in the first person, before or after it
     told = parse_options("What happened? A) He did not know what to do with what he had heard. B) Mara left. "
                          "C) I don't know")
     assert told.refusal == "C" and set(told.answers) == {"A", "B"}
+    first = parse_options("Did Drebber know he was poisoned? A) I cannot answer this from what I saw B) Yes "
+                          "C) He did not know")
+    assert first.refusal == "A" and set(first.answers) == {"B", "C"}
+    # a skip only before a refusal that ends the options: brackets in a sentence are no options
+    assert parse_options("I would go with Plan A) and then C) if it fails.").options == {}
+    assert parse_options("A) one C) two B) three").options == {"A": "one C) two", "B": "three"}
 
 
 def test_a_line_of_dialogue_is_quoted_once() -> None:

@@ -249,12 +249,23 @@ def test_an_option_copying_a_line_of_the_book_the_memory_does_not_hold_is_refuse
     """Words of a copied line scattered over the character's own passages are not that line: the book tells
     it, so the reply is "I never saw that", not the copied option; holding the line, the character answers."""
     book = BOOK + ["The captain sat all evening in the parlour with his rum, and he died a little.",
-                   "A stroke of the bell sounded in the parlour."]
+                   "A stroke of the bell sounded in the parlour of the Admiral Benbow."]
     who = OfflineReasoner(BookEvidence(book, FOLDING), CAL, ["Jim Hawkins", "Jim"])
     scattered = [{"fact_id": f"f{i}", "text": book[i], "evidence": book[i]} for i in (7, 8)]
-    asked = parse_options("What happened in the parlour? A) The captain died of a stroke. B) Silver's wife sold "
-                          "the Spy-glass. C) I don't know")
+    asked = parse_options("What happened at the Admiral Benbow? A) The captain died of a stroke in the parlour. "
+                          "B) Silver's wife sold the Spy-glass. C) I don't know")
     refused = who.decide(asked, scattered, [])
     assert refused.stop == "refusal" and refused.reply.startswith("(C) I don't know.") and REFUSAL in refused.reply
+    assert refused.detail["copied_line_unheld"] is True
     held = who.decide(asked, [*scattered, fact(2)], [])
-    assert held.stop == "option" and held.reply.startswith("(A) The captain died of a stroke.")
+    assert held.stop == "option" and held.reply.startswith("(A) The captain died of a stroke in the parlour.")
+
+
+def test_an_option_whose_words_another_line_holds_in_another_order_is_no_copy() -> None:
+    book = ["When the bell rang at midnight, Tobin went down the stair to the door.", "He opened it to the storm.",
+            "Years before, Osric went to the door of the chapel and opened it wide for the priest."]
+    who = OfflineReasoner(BookEvidence(book), CAL, ["Tobin"])
+    pool = [{"fact_id": f"f{i}", "text": book[i], "evidence": book[i]} for i in (0, 1)]
+    asked = parse_options("What did Tobin do when the bell rang? A) He went to the door and opened it wide "
+                          "B) He hid in the cellar C) I don't know")
+    assert who.decide(asked, pool, []).reply.startswith("(A) He went to the door and opened it wide.")

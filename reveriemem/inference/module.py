@@ -258,9 +258,10 @@ class ReverieInference(dspy.Module):
             decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored, following)
             reply, used, offline = decision.reply, decision.used, decision.detail
             # a line quoted from those told just after a pool fact is one the reply rests on: the trace lists it
+            # (round 0: read with a recalled fact, not retrieved by any probe)
             held = {str(r["fact_id"]) for r in reasoning.pool}
             told_after = {str(r["fact_id"]): r for rows in following.values() for r in rows}
-            reasoning.pool += [dict(told_after[f], probe="told just after a recalled fact") for f in used
+            reasoning.pool += [dict(told_after[f], probe="told just after a recalled fact", round=0) for f in used
                                if f not in held and f in told_after]
             reasoning.stop_reason = decision.stop
         elif self.inline_personality:

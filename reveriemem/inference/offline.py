@@ -51,6 +51,7 @@ from reveriemem.inference.offline_reader import (
     best_option,
     fact_passage,
     term_set,
+    terms,
 )
 from reveriemem.inference.options import Question
 from reveriemem.inference.trace import AnchoredScene
@@ -63,8 +64,7 @@ UNKNOWN = "I don't know; nothing I remember speaks to that."  # nothing in the b
 REFUSALS = (REFUSAL, UNKNOWN)
 QUOTE_WORDS = 60
 NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
-COPY_TERMS = 3  # content words an option needs before it can be a copied line of the book
-COPY_SHARE = 0.9  # the share of them a passage holds when the option copies it
+COPY_TERMS = 4  # content words an option needs before it can be a copied line of the book
 
 
 def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
@@ -216,14 +216,12 @@ class OfflineReasoner:
         return Comparison(reading, max(book, reading.support), unheld_copy=copied)
 
     def _copy_unheld(self, option: str, memory: SupportIndex | None, book: SupportIndex) -> bool:
-        """Does the option copy a line of the book (`COPY_SHARE` of its words, and it has `COPY_TERMS` or more)
-        that no passage of the memory holds so? A character who lived that line holds it whole; its words
-        scattered over passages of theirs are not it."""
-        words = term_set(option) - frozenset().union(*(term_set(n) for n in self.ignored))
-        if len(words) < COPY_TERMS:
-            return False
-        need = COPY_SHARE * len(words)
-        return _cover(words, book) >= need > (_cover(words, memory) if memory is not None else 0)
+        """Does the option copy a line of the book (its content words, `COPY_TERMS` or more, in the same order
+        with nothing between) that no passage of the memory holds so? A character who lived that line holds it
+        whole; its words scattered over passages of theirs, or told in another order, are not it."""
+        names = frozenset().union(*(term_set(n) for n in self.ignored))
+        said = [t for t in terms(option) if t not in names]
+        return len(set(said)) >= COPY_TERMS and _copied(said, book) and not (memory is not None and _copied(said, memory))
 
     def read_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
                      anchored: Sequence[AnchoredScene]) -> OptionReading:
@@ -314,7 +312,8 @@ class OfflineReasoner:
             fact = _fact_at(pool, reading.passage) if letter else None
             detail.update(options=question.options, best=reading.best, support=round(reading.support, 4),
                           book=round(compared.book, 4), ratio=round(compared.ratio, 4),
-                          floor=cal.option_floor, ratio_floor=cal.ratio_floor, letter=letter or question.refusal)
+                          floor=cal.option_floor, ratio_floor=cal.ratio_floor, letter=letter or question.refusal,
+                          copied_line_unheld=compared.unheld_copy)
             if letter:
                 reply = f"({question.label(letter)}) {_closed(question.options[letter])} That much I know for myself."
                 return OfflineDecision(reply, [str(fact["fact_id"])] if fact else [], "option", detail)
@@ -439,13 +438,20 @@ def _remembered(row: Mapping[str, Any], detail: dict[str, Any]) -> OfflineDecisi
                            [str(row["fact_id"])], "extractive", detail)
 
 
-def _cover(words: frozenset[str], index: SupportIndex) -> int:
-    """The most of `words` that one passage (window) of `index` holds."""
-    counts: dict[int, int] = {}
-    for word in words:
-        for i in index.postings.get(word, ()):
-            counts[i] = counts.get(i, 0) + 1
-    return max(counts.values(), default=0)
+def _copied(said: list[str], index: SupportIndex) -> bool:
+    """Does a passage of `index` hold the terms `said`, in that order, with no other term between?"""
+    holding: set[int] | None = None
+    for word in set(said):
+        found = set(index.postings.get(word, ()))
+        holding = found if holding is None else holding & found
+        if not holding:
+            return False
+    n = len(said)
+    for i in sorted(holding or ()):
+        passage = terms(index.passages[i])
+        if any(passage[j: j + n] == said for j in range(len(passage) - n + 1)):
+            return True
+    return False
 
 
 def _fact_at(pool: Sequence[Mapping[str, Any]], passage: int | None) -> Mapping[str, Any] | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 _MARKERS = tuple(re.compile(rf"(?:(?<=\s)|^)(?:\(({labels})\)|({labels})([).:]))(?=\s)")
                  for labels in ("[A-H]", "[a-h]", "[1-8]"))
 LETTERS = "ABCDEFGH"
+_FIRST_PERSON = re.compile(r"\W*(?:I\b|None\b|No idea\b|Not known\b)", re.IGNORECASE)
 _REFUSING = re.compile(r"\b(?:can ?not|can't|cannot|don't|do not|couldn't|could not)\s+(?:answer|know|say|tell)\b"
                        r"|\bno idea\b|\bnot know\b|\bnone of (?:these|the above)\b", re.IGNORECASE)
 
@@ -46,15 +47,10 @@ def parse_options(text: str) -> Question:
     questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options."""
     lines = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     for marker in _MARKERS:
-        found: list[tuple[str, int, int]] = []
-        bracketed = True
-        for m in marker.finditer(lines):
-            label = m.group(1) or m.group(2)
-            # in order from the first mark; one may be skipped ("A) ... B) ... C) ... E) I don't know")
-            index, last = LETTERS.index(_letter(label)), (LETTERS.index(_letter(found[-1][0])) if found else -1)
-            if (index == 0 if not found else last < index <= last + 2):
-                found.append((label, m.start(), m.end()))
-                bracketed = bracketed and m.group(3) in (None, ")")
+        found, bracketed = _marks(lines, marker, skip=True)
+        skipped = any(LETTERS.index(_letter(b[0])) - LETTERS.index(_letter(a[0])) > 1 for a, b in zip(found, found[1:]))
+        if skipped and not _REFUSING.search(lines[found[-1][2]:]):
+            found, bracketed = _marks(lines, marker, skip=False)  # a skip only before a refusal that ends them
         if len(found) < 2:
             continue
         first = found[0][1]
@@ -69,11 +65,28 @@ def parse_options(text: str) -> Question:
     numbered = marker is not _MARKERS[0]
     if any(not v for v in options.values()) or (numbered and any(v.endswith("?") for v in options.values())):
         return Question(" ".join(text.split()))
-    # the refusal is the shortest option that refuses: "I don't know", not "He did not know what to do with it"
-    refusal = min((k for k, v in options.items() if _REFUSING.search(v)), key=lambda k: len(options[k].split()),
-                  default=None)
+    # the refusal is the last option that refuses in the first person ("I don't know", "None of these"), else
+    # the last that refuses at all: "He did not know what to do with it" may be an answer
+    refusing = [k for k, v in options.items() if _REFUSING.search(v)]
+    refusal = next((k for k in reversed(refusing) if _FIRST_PERSON.match(options[k])), refusing[-1] if refusing else None)
     labels = {_letter(label): label for label, _, _ in found if label != _letter(label)}
     return Question(" ".join(lines[:found[0][1]].split()), options, refusal, labels)
+
+
+def _marks(lines: str, marker: re.Pattern[str], skip: bool) -> tuple[list[tuple[str, int, int]], bool]:
+    """The marks in order from the first (A, a or 1), each the next letter, or with `skip` the last one the
+    letter after next ("A) ... B) ... C) ... E) I don't know"); and whether every mark is a letter closed by a
+    bracket or set in brackets."""
+    found: list[tuple[str, int, int]] = []
+    bracketed = True
+    for m in marker.finditer(lines):
+        label = m.group(1) or m.group(2)
+        index, last = LETTERS.index(_letter(label)), (LETTERS.index(_letter(found[-1][0])) if found else -1)
+        gaps = sum(LETTERS.index(_letter(b[0])) - LETTERS.index(_letter(a[0])) > 1 for a, b in zip(found, found[1:]))
+        if index == last + 1 or (skip and found and index == last + 2 and not gaps):
+            found.append((label, m.start(), m.end()))
+            bracketed = bracketed and m.group(3) in (None, ")")
+    return found, bracketed
 
 
 # Words a stop ends that end no sentence: titles and abbreviations before a name.
