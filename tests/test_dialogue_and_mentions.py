@@ -277,5 +277,9 @@ def test_a_name_in_a_list_is_spoken_of_not_to():
     first, second = _attribute(text)
     assert first.addressees == []
     assert second.speaker != "watson"
-    # a name spoken to before "and I" is still spoken to
-    assert _attribute('"I never meant it, Watson, and I am sorry," said Mara.')[0].addressees == ["watson"]
+    # a name spoken to before "and I", or after a word that opens the line, is still spoken to
+    for line in ('"I never meant it, Watson, and I am sorry," said Mara.', '"Hurry, Watson, or Holmes will escape!"',
+                 '"Good-bye, Watson, and God bless you," said Mara.'):
+        assert _attribute(line)[0].addressees == ["watson"], line
+    # inside a longer list too
+    assert _attribute('"You may be sure that Gregson, Watson, Holmes, and Co. will pocket it."')[0].addressees == []

@@ -51,7 +51,7 @@ from reveriemem.source_to_memory.speech_tags import SPEECH_VERB as _VERB
 from reveriemem.source_to_memory.speech_tags import Introduction, ends_introducing, introduction, vocatives
 from reveriemem.source_to_memory.verse_speech import reads_as_verse, speeches
 
-ATTRIBUTION_VERSION = "dialogue-v31"  # v24-27: a poem without quotation marks: its speeches by their formulas; v28: speech in single marks (core.quotes); v29: "Vane was silent a moment" acts (clauses); v30: "X and the guide" one subject; v31: "Gregson, Lestrade, and Co." addresses nobody
+ATTRIBUTION_VERSION = "dialogue-v32"  # v24-27: a poem without quotation marks: its speeches by their formulas; v28: speech in single marks (core.quotes); v29: "Vane was silent a moment" acts (clauses); v30: "X and the guide" one subject; v31-32: "that Gregson, Lestrade, and Co." addresses nobody
 
 _PRONOUN_TAG_AFTER = re.compile(rf"^[\s,;:—–-]*(?:\w+ly\s+)?{_VERB}\s+(he|she|I)\b|^[\s,;:—–-]*(he|she|I)\s+(?:\w+ly\s+)?{_VERB}\b")
 _PRONOUN_TAG_BEFORE = re.compile(rf"\b(he|she|I)\s+(?:\w+ly\s+)?{_VERB}[\s,:—–-]*$")

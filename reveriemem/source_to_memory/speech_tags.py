@@ -116,10 +116,12 @@ def name_only(text: str, spans: Sequence[tuple[int, int]], mention: Mention) -> 
 # mate; Long John, he was quartermaster", "Long John Silver, he is called").
 _TOPIC = re.compile(r",\s*(?:he|she|they|him|her)\s+(?:was|were|is|are|had|has|did|does|said|says|called|named|"
                     r"would|could|will|can|[a-z]+ed)\b")
-# A name that a list goes on from is spoken of, not to ("you may be sure that Gregson, Lestrade, and Co. will
-# pocket all the credit"); two names alone may be an introduction ("Dr. Watson, Mr. Sherlock Holmes," said
-# Stamford), each spoken to.
-_LIST_AFTER = re.compile(r",?\s+(?:and|or|nor)\s+(?!I\b)[A-Z]")
+# A name inside a list of names is spoken of, not to ("you may be sure that Gregson, Lestrade, and Co. will
+# pocket all the credit"): a name just before it, itself inside the sentence, and "and" or "or" and a name after
+# it (perhaps past more names). Two names alone may be an introduction ("Dr. Watson, Mr. Sherlock Holmes," said
+# Stamford), and a name after a word that opens the line is spoken to ("Hurry, Watson, or Drebber will escape!").
+_LIST_BEFORE = re.compile(r"[a-z,;]\s+(?:[A-Z][\w.]*\s+)?[A-Z][\w.]*,\s*$")
+_LIST_AFTER = re.compile(r"(?:,\s+(?:[A-Z][\w.]*\s+)?[A-Z][\w.]*)*,?\s+(?:and|or|nor)\s+(?!I\b)[A-Z]")
 
 
 def vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Mention]) -> list[str]:
@@ -137,8 +139,8 @@ def vocatives(text: str, spans: Sequence[tuple[int, int]], mentions: Sequence[Me
         closes = after[:1] in {",", ".", "!", "?", ";", "—", "-", "”", '"'}
         if _TOPIC.match(text, mention.end):
             continue  # "Long John, he was quartermaster": the name set before its pronoun is spoken of
-        if _LIST_AFTER.match(text, mention.end):
-            continue  # "Gregson, Lestrade, and Co.": one of a list of names
+        if _LIST_AFTER.match(text, mention.end) and _LIST_BEFORE.search(text, span[0], mention.start):
+            continue  # "that Gregson, Lestrade, and Co.": one of a list of names
         if opens and closes and mention.character not in addressed:
             addressed.append(mention.character)
     return addressed
