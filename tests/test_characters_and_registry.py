@@ -220,3 +220,12 @@ def test_shipped_character_files_register_their_novels(tmp_path: Path):
         result = runner.invoke(main, ["add-book", str(path)])
         assert result.exit_code == 0, f"{path.name}: {result.output}"
     assert len(list_books()) == 6
+
+
+@pytest.mark.parametrize("name", ["..", "/", " ", "--"])
+def test_a_book_name_without_a_letter_or_digit_is_no_book_and_no_folder(tmp_path: Path, name: str):
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.registry import load_book
+
+    with pytest.raises(RegistryError, match="a book's name has a letter or a digit"):
+        load_book(name, tmp_path)

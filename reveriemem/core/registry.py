@@ -280,8 +280,8 @@ def _registered_slug(name: str) -> str:
     a-study-in-scarlet (what `add-book` makes of a name, `slugify`)."""
     try:
         return slugify(name)
-    except CharacterFileError:  # no letter or digit: no book has that name
-        return name
+    except CharacterFileError:  # no letter or digit ("..", "/"): no book has that name, and it is no folder to read
+        raise RegistryError(f"No book is named {name!r}: a book's name has a letter or a digit.") from None
 
 
 def load_book(slug: str, home: Path | None = None) -> Book:
