@@ -135,7 +135,7 @@ def test_a_book_is_found_by_its_name_as_written_and_a_near_miss_is_offered(tmp_p
     with pytest.raises(RegistryError, match=r"No book named 'moby-dick' is registered \(registered: a-study-in-scarlet\); "
                                             r"run `reveriemem add-book"):
         load_book("moby-dick")
-    with pytest.raises(RegistryError, match="No book named '!!!'"):
+    with pytest.raises(RegistryError, match="No book is named '!!!': a book's name has a letter or a digit"):
         load_book("!!!")
 
 
