@@ -229,3 +229,15 @@ def test_a_book_name_without_a_letter_or_digit_is_no_book_and_no_folder(tmp_path
 
     with pytest.raises(RegistryError, match="a book's name has a letter or a digit"):
         load_book(name, tmp_path)
+
+
+def test_a_title_with_an_apostrophe_finds_the_book_registered_without_it(tmp_path: Path):
+    from reveriemem.core.registry import registered_slug
+
+    book, chars = _files(tmp_path)
+    result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars), "--name",
+                                       "the-lamplighters-ledger"])
+    assert result.exit_code == 0, result.output
+    for written in ("The Lamplighter's Ledger", "The Lamplighter’s Ledger", "the-lamplighters-ledger"):
+        assert load_book(written).slug == "the-lamplighters-ledger", written
+    assert registered_slug("Ann's Tale", []) == "ann-s-tale"  # nothing registered: the name as add-book makes it

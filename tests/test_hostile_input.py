@@ -137,3 +137,10 @@ def test_a_failure_message_ending_in_a_full_stop_gets_no_second_one():
     assert ".." not in message
     assert failure_message(RuntimeError("boom"), "ask", "reveriemem ask x y z").startswith(
         "`reveriemem ask` failed: RuntimeError: boom. ")
+
+
+def test_a_served_model_names_its_book_by_its_title_as_written(built_demo: str):
+    from reveriemem.serving.sessions import resolve_model
+
+    served = resolve_model("The Lamplighter's Ledger/Mara")
+    assert (served.book, served.character) == (built_demo, "mara-quell")

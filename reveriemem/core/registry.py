@@ -23,6 +23,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -275,18 +276,24 @@ def remove_book(slug: str, home: Path | None = None) -> None:
         shared.delete_folder(slug)
 
 
-def _registered_slug(name: str) -> str:
+def registered_slug(name: str, registered: Iterable[str] = ()) -> str:
     """The slug a book's name is registered under: "A Study in Scarlet" and "A-Study-In-Scarlet" are
-    a-study-in-scarlet (what `add-book` makes of a name, `slugify`)."""
+    a-study-in-scarlet (what `add-book` makes of a name, `slugify`), and "The Lamplighter's Ledger" is
+    the-lamplighters-ledger when that is among `registered` (a file name drops the apostrophe)."""
     try:
-        return slugify(name)
+        slug = slugify(name)
     except CharacterFileError:  # no letter or digit ("..", "/"): no book has that name, and it is no folder to read
         raise RegistryError(f"No book is named {name!r}: a book's name has a letter or a digit.") from None
+    known = set(registered)
+    if slug not in known:
+        joined = slugify(re.sub(r"(?<=\w)['’](?=\w)", "", name))
+        slug = joined if joined in known else slug
+    return slug
 
 
 def load_book(slug: str, home: Path | None = None) -> Book:
     """Load a registered book (named as written or by its slug); a clear error names what to run when it is missing."""
-    name, slug = slug, _registered_slug(slug)
+    name, slug = slug, registered_slug(slug, list_books(home))
     _take_shared(slug, home)
     folder = books_root(home) / slug
     if not (folder / "book.json").exists():

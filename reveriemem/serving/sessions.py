@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reveriemem.core.errors import RegistryError
-from reveriemem.core.registry import Book, list_books, load_book
+from reveriemem.core.registry import Book, list_books, load_book, registered_slug
 from reveriemem.core.storage import MemoryStore
 from reveriemem.inference.emotion_track import AgentState
 from reveriemem.inference.session import Session, open_session
@@ -76,6 +76,7 @@ def resolve_model(model: str) -> ServedModel:
     if not sep or not book_slug or not character_name:
         raise RegistryError(f"The model {model!r} is not of the form 'book/character' (see GET /v1/models).")
     books = {book.slug: book for book in built_books()}
+    book_slug = registered_slug(book_slug, books)  # "A Study in Scarlet/Watson" as "a-study-in-scarlet/Watson"
     if book_slug not in books:
         built = ", ".join(sorted(books)) or "none"
         raise RegistryError(f"No built book is called {book_slug!r} (built: {built}).")
