@@ -241,3 +241,17 @@ def test_a_title_with_an_apostrophe_finds_the_book_registered_without_it(tmp_pat
     for written in ("The Lamplighter's Ledger", "The Lamplighter’s Ledger", "the-lamplighters-ledger"):
         assert load_book(written).slug == "the-lamplighters-ledger", written
     assert registered_slug("Ann's Tale", []) == "ann-s-tale"  # nothing registered: the name as add-book makes it
+
+
+def test_a_descriptor_of_one_character_finds_them_and_a_relational_one_finds_no_one(tmp_path: Path):
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.registry import prepare_book
+
+    characters = CHARACTERS.replace("    aliases: [Watson]\n", "    aliases: [Watson]\n    descriptors: [the doctor]\n") \
+        .replace("    aliases: [Holmes]\n", "    aliases: [Holmes]\n    descriptors: [my companion]\n")
+    story = STORY + "\r\nThe doctor sat down. My companion laughed.\r\n"
+    book = prepare_book(*_files(tmp_path, story=story, characters=characters))[0]
+    assert book.character("the doctor").name == "John Watson"
+    assert book.character("The Doctor").name == "John Watson"
+    with pytest.raises(RegistryError, match="not a focus character"):
+        book.character("my companion")

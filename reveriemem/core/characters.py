@@ -19,6 +19,10 @@ import yaml
 from reveriemem.core.errors import CharacterFileError
 from reveriemem.core.text import find_all_text, find_text
 
+# A descriptor whose referent depends on who speaks or on context ("my companion", "his master"): it names
+# no one character by itself (`mentions.is_relational`, `Book.character`).
+RELATIONAL_DESCRIPTOR = re.compile(r"^(?:my|his|her|our|their|your)\s", re.IGNORECASE)
+
 GENDERS = ("male", "female", "other")
 FILE_KEYS = ("title", "characters")
 ENTRY_KEYS = ("name", "aliases", "descriptors", "gender", "narrator_spans", "dies")

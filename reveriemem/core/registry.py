@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from reveriemem.core.characters import (
+    RELATIONAL_DESCRIPTOR,
     Character,
     load_character_file,
     slugify,
@@ -73,6 +74,12 @@ class Book:
         found = [c for c in self.characters
                  if bare != wanted and _titles_agree(wanted, c.gender)
                  and any(_untitled(n.lower()) == bare and _same_title(wanted, n.lower()) for n in (c.name, *c.aliases))]
+        if len(found) == 1:
+            return found[0]
+        # Then a descriptor the character file gives one character only, if it is no relation that changes its
+        # referent ("the doctor" is Livesey; "my companion" is nobody in particular)
+        found = [c for c in self.characters if any(d.lower() == wanted and not RELATIONAL_DESCRIPTOR.match(wanted)
+                                                   for d in c.descriptors)]
         if len(found) == 1:
             return found[0]
         known = ", ".join(c.name for c in self.characters)

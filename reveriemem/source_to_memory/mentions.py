@@ -15,10 +15,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reveriemem.core.characters import Character
+from reveriemem.core.characters import RELATIONAL_DESCRIPTOR, Character
 
 MATCHER_VERSION = "alias-v1"
-_RELATIONAL = re.compile(r"^(?:my|his|her|our|their|your)\s", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class Mention:
 
 def is_relational(mention: Mention) -> bool:
     """Is this a descriptor whose referent depends on context ("my companion", "his master")?"""
-    return mention.kind == "descriptor" and _RELATIONAL.match(mention.form) is not None
+    return mention.kind == "descriptor" and RELATIONAL_DESCRIPTOR.match(mention.form) is not None
 
 
 class AliasMatcher:
