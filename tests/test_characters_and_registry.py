@@ -98,7 +98,7 @@ def _scarlet(tmp_path: Path):
     ("“Mara Quell”", "Mara Quell"), ('"Mara Quell"', "Mara Quell"), ("'Mara Quell'", "Mara Quell"),
     ("‘Watson’", "John Watson"), (' " Dr. Watson " ', "John Watson"),
     ("Hope", "Jefferson Hope"), ("hope", "Jefferson Hope"), ("Tobias", "Tobias Gregson"), ("TOBIAS", "Tobias Gregson"),
-    ("“Hope”", "Jefferson Hope"), ("Mara", "Mara Quell"),
+    ("“Hope”", "Jefferson Hope"), ("Mara", "Mara Quell"), ("Mr. Hope", "Jefferson Hope"), ("Miss Mara", "Mara Quell"),
 ])
 def test_a_quoted_name_or_one_word_of_one_characters_name_finds_them(tmp_path: Path, written: str, name: str):
     assert _scarlet(tmp_path).character(written).name == name
@@ -111,8 +111,8 @@ def test_a_word_of_several_characters_names_lists_them_and_a_word_of_none_is_no_
     with pytest.raises(RegistryError, match=r"'Quell' is not a focus character of tale: .*Mara Quell, Ann Quell"):
         book.character("Quell")
     # a particle, a common word or a lower-case word of an alias names no one ("Long" is not Long John Silver)
-    for nobody in ("Hop", "Lestrade", "Mr", "Dr.", "“”", "Hope Tobias", "Mr. Hope", "long", "van", "der", "friend",
-                   "Jo"):
+    for nobody in ("Hop", "Lestrade", "Mr", "Dr.", "“”", "Hope Tobias", "Mrs. Hope", "long", "van", "der", "friend",
+                   "Jo", "Mr. Mara"):
         with pytest.raises(RegistryError, match=r"is not a focus character of tale \(known: "):
             book.character(nobody)
 

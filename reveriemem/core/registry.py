@@ -83,9 +83,12 @@ class Book:
         if len(found) == 1:
             return found[0]
         known = ", ".join(c.name for c in self.characters)
-        # Then one word of a name ("Tobias", "Hope"), when it is part of one focus character's names only.
-        if re.fullmatch(r"[\w'’-]+", wanted):
-            found = [c for c in self.characters if wanted in _name_words(c)]
+        # Then one word of a name ("Tobias", "Hope", "Mr. Hope" if the title fits), when it is part of one focus
+        # character's names only.
+        if re.fullmatch(r"[\w'’-]+", bare):
+            found = [c for c in self.characters if bare in _name_words(c) and _titles_agree(wanted, c.gender)
+                     and any(bare in _untitled(n.lower()).split() and _same_title(wanted, n.lower())
+                             for n in (c.name, *c.aliases))]  # "Mrs. Murray" is not "Miss Murray"
             if len(found) == 1:
                 return found[0]
             if found:
