@@ -234,7 +234,7 @@ def chat(book: str, character: str, lm: str, embedder: str, rounds: int, as_of: 
 
 def _typed(text: str) -> str:
     """What the user typed, its bytes that are not UTF-8 (surrogate-escaped by Python) as U+FFFD."""
-    from reveriemem.inference.turn_text import well_formed
+    from reveriemem.core.user_text import well_formed
 
     return well_formed(text)
 

@@ -6,10 +6,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from reveriemem.core.user_text import well_formed
 from reveriemem.inference.reply_evidence import sentence_support
 from reveriemem.inference.session import Session
 from reveriemem.inference.trace import Turn
-from reveriemem.inference.turn_text import well_formed
 
 CHAT_HELP = "Commands: /trace shows the last turn's trace, /json the same as JSON, /quit (or Ctrl-D, Ctrl-C) ends."
 DEMO_CHARACTER, DEMO_QUESTION = "Mara Quell", "Which cask did you fill the Horn Lamp from on the fourteenth?"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reveriemem.inference.turn_text import well_formed
+from reveriemem.core.user_text import well_formed
 from reveriemem_dagster.cli import main
 from reveriemem_dagster.cli_runtime import failure_message
 from reveriemem_dagster.conversation import chat_loop

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from reveriemem.core.user_text import well_formed
+
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 LAYERS, HEADS, HIDDEN = 6, 12, 384
 EPS = 1e-12
@@ -63,15 +65,6 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarr
     return ((x - mean) / np.sqrt(var + EPS) * weight + bias).astype(np.float32)
 
 
-def _encodable(text: str) -> str:
-    """`text` with lone surrogates (undecodable input bytes, surrogate-escaped) as U+FFFD: `tokenizers` refuses them."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
-
-
 class MiniLMNumpy:
     """Encode texts with all-MiniLM-L6-v2 from a model folder (config, safetensors, tokenizer.json)."""
 
@@ -99,7 +92,7 @@ class MiniLMNumpy:
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
         """Unit-length 384-d vectors, one per text (batches of similar length, like sentence-transformers)."""
         weights, tokenizer = self._load()
-        encodings = tokenizer.encode_batch([_encodable(t) for t in texts])
+        encodings = tokenizer.encode_batch([well_formed(t) for t in texts])  # tokenizers refuses lone surrogates
         order = sorted(range(len(texts)), key=lambda i: -len(encodings[i].ids))
         out = np.zeros((len(texts), HIDDEN), dtype=np.float32)
         for first in range(0, len(order), batch_size):

@@ -4,8 +4,7 @@ Reading: `content_words` (the offline reply's check that a fact shares a word wi
 question), `mention_keys` (the words Emo-Gate looks for in the triggers of the emotion record)
 and `probe_key` (when two probes are the same one). Writing: `clip`, `clean`, the numbered fact
 lines Self-Probe and Memory-Fusion see (`numbered_facts`) and conversation lines
-(`history_line`). At the boundary, `well_formed` makes what a user typed (a question, a turn, a
-character's name) a string every later step can encode. Pure functions of their text.
+(`history_line`). Pure functions of their text.
 """
 
 from __future__ import annotations
@@ -14,20 +13,6 @@ import re
 from typing import Any
 
 EVIDENCE_WORDS = 40  # a fact's quotation in a prompt
-
-
-def well_formed(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD.
-
-    Bytes that are not UTF-8 reach Python from a command line or a terminal as lone surrogates
-    (surrogateescape: b"\\xff" -> "\\udcff"), and JSON may spell one ("\\ud800"); no encoder or tokenizer
-    takes them. A surrogate pair written as two code points is joined into the one character it spells.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def numbered_facts(rows: Any) -> list[str]:

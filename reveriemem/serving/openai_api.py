@@ -32,9 +32,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from reveriemem.core.errors import ModelOutputError, ModelUnavailableError, RegistryError, ReverieMemError
+from reveriemem.core.user_text import well_formed
 from reveriemem.inference.memory_reader import CutPointError
 from reveriemem.inference.trace import Turn
-from reveriemem.inference.turn_text import well_formed
 from reveriemem.serving.sessions import CutPoint, ServedModel, SessionPool, resolve_model, served_models
 
 logger = logging.getLogger(__name__)
