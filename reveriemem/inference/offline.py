@@ -179,6 +179,7 @@ class OfflineReasoner:
         self.folding = self.book.folding if self.book is not None else NO_FOLDING
         self.names = list(names)
         self.ignored = [self.folding.apply(n) for n in self.names] + self.names
+        self.own_terms = frozenset().union(*(term_set(n) for n in self.ignored))  # the words of the character's names
 
     def _index(self, pool: Sequence[Mapping[str, Any]], anchored: Sequence[AnchoredScene],
                after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> SupportIndex:
@@ -219,8 +220,7 @@ class OfflineReasoner:
         """Does the option copy a line of the book (its content words, `COPY_TERMS` or more, in the same order
         with nothing between) that no passage of the memory holds so? A character who lived that line holds it
         whole; its words scattered over passages of theirs, or told in another order, are not it."""
-        names = frozenset().union(*(term_set(n) for n in self.ignored))
-        said = [t for t in terms(option) if t not in names]
+        said = [t for t in terms(option) if t not in self.own_terms]
         return len(set(said)) >= COPY_TERMS and _copied(said, book) and not (memory is not None and _copied(said, memory))
 
     def read_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
@@ -231,7 +231,7 @@ class OfflineReasoner:
     def _rarest(self, text: str) -> frozenset[str]:
         """The question's rarest word that the book knows and that names no one (the character's own
         names and every name the book's folding knows left out): what the question asks about."""
-        names = frozenset().union(*(term_set(n) for n in self.ignored)) | self.folding.terms
+        names = self.own_terms | self.folding.terms
         asked = [t for t in term_set(text) - names if self.rarity is None or self.rarity.df.get(t, 0) > 0]
         if not asked:
             return frozenset()
@@ -241,7 +241,7 @@ class OfflineReasoner:
 
     def _asked(self, text: str) -> frozenset[str]:
         """The words a question asks with, the character's own names left out."""
-        return term_set(text) - frozenset().union(*(term_set(n) for n in self.ignored))
+        return term_set(text) - self.own_terms
 
     def _holds(self, text: str, rarest: frozenset[str]) -> Callable[[str], bool]:
         """Does a passage hold what a free-form question asks: its rarest asked word, and all its asked
@@ -367,10 +367,9 @@ class OfflineReasoner:
         the book knows (the ordinary reading decides)."""
         folded = self.folding.apply(subject)
         named = term_set(folded) & self.folding.terms
-        own = frozenset().union(*(term_set(n) for n in self.ignored))
         if not named or term_set(folded) - self.folding.terms:
             return None
-        if named <= own:
+        if named <= self.own_terms:
             return OfflineDecision(f"That is me: {self.names[0]}." if self.names else UNKNOWN, [], "refusal", detail)
         pattern = _presents(folded)
         found = [(i, row) for i, row in enumerate(pool) if named <= term_set(self.folding.apply(fact_passage(row)))]

@@ -48,8 +48,7 @@ def parse_options(text: str) -> Question:
     lines = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     for marker in _MARKERS:
         found, bracketed = _marks(lines, marker, skip=True)
-        skipped = any(LETTERS.index(_letter(b[0])) - LETTERS.index(_letter(a[0])) > 1 for a, b in zip(found, found[1:]))
-        if skipped and not _REFUSING.search(lines[found[-1][2]:]):
+        if _gaps(found) and not _REFUSING.search(lines[found[-1][2]:]):
             found, bracketed = _marks(lines, marker, skip=False)  # a skip only before a refusal that ends them
         if len(found) < 2:
             continue
@@ -82,11 +81,15 @@ def _marks(lines: str, marker: re.Pattern[str], skip: bool) -> tuple[list[tuple[
     for m in marker.finditer(lines):
         label = m.group(1) or m.group(2)
         index, last = LETTERS.index(_letter(label)), (LETTERS.index(_letter(found[-1][0])) if found else -1)
-        gaps = sum(LETTERS.index(_letter(b[0])) - LETTERS.index(_letter(a[0])) > 1 for a, b in zip(found, found[1:]))
-        if index == last + 1 or (skip and found and index == last + 2 and not gaps):
+        if index == last + 1 or (skip and found and index == last + 2 and not _gaps(found)):
             found.append((label, m.start(), m.end()))
             bracketed = bracketed and m.group(3) in (None, ")")
     return found, bracketed
+
+
+def _gaps(found: list[tuple[str, int, int]]) -> int:
+    """How many marks were skipped between the marks found."""
+    return sum(LETTERS.index(_letter(b[0])) - LETTERS.index(_letter(a[0])) > 1 for a, b in zip(found, found[1:]))
 
 
 # Words a stop ends that end no sentence: titles and abbreviations before a name.

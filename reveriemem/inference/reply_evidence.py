@@ -13,8 +13,8 @@ compared through the offline reader's lexical view (`terms`, `term_set`, `Rarity
   there are fewer).
 
 Only the facts the reply is said to use are candidates, so a refusal (no used fact) has no
-supporting fact on any sentence. An option chosen offline rests on the facts it was chosen from. The result is deterministic: same reply, facts and rarity, same
-marks.
+supporting fact on any sentence. An option chosen offline rests on the facts it was chosen from.
+The result is deterministic: same reply, facts and rarity, same marks.
 """
 
 from __future__ import annotations
