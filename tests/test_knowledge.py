@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 
 from reveriemem.core.demo import DEMO_SLUG, demo_gold
+from reveriemem.core.registry import prepare_book
 from reveriemem.models import FakeModel
-from reveriemem.source_to_memory.entities import canonical_entities, normal_key, offline_entity_type
+from reveriemem.source_to_memory.entities import canonical_entities, normal_key, offline_entities, offline_entity_type
 from reveriemem.source_to_memory.facts import EVIDENCE_METHOD, evidence_units, relation_facts
 from reveriemem.source_to_memory.reading import BookReading
 from reveriemem.source_to_memory.semantic import SceneGraph, extract_scene_graphs, locate, scene_passages
@@ -44,6 +45,26 @@ def test_entity_keys_and_offline_types():
     assert offline_entity_type("Lamplighters' Guild") == "organisation"
     assert offline_entity_type("Quarter Day") == "time"
     assert offline_entity_type("Mr. Greaves") == "person"
+
+
+def test_offline_entity_names_read_as_a_reader_writes_them(tmp_path):
+    """An offline entity is named on one line and without a possessive, a focus character called by a title
+    that fits ("Master Silver", broken over two lines) is that character, not a new person, and a title alone
+    ("Mrs" of "Mrs. Hawkins") is no entity."""
+    story = ("CHAPTER I.\r\n\r\nWe sailed for Captain Kidd's anchorage at dawn. The men spoke of Master\r\n"
+             "Silver and of the old days. Silver laughed at them.\r\n\r\nAt noon we saw Captain Kidd's hill, "
+             "and later the hut where Captain Kidd had hidden. Master\r\nSilver said nothing of Mrs. Hawkins or of "
+             "Mrs. Hawkins's inn. Jim kept watch.\r\n")
+    (tmp_path / "tale.txt").write_bytes(story.encode())
+    (tmp_path / "cast.yaml").write_text("characters:\n  - name: Long John Silver\n    gender: male\n"
+                                        "    aliases: [Silver]\n  - name: Jim Hawkins\n    gender: male\n"
+                                        "    aliases: [Jim]\n", encoding="utf-8")
+    book, _ = prepare_book(tmp_path / "tale.txt", tmp_path / "cast.yaml", slug="tale")
+    names = {e.entity_id: e.name for e in offline_entities(book, [(1, 0, len(book.text))]).entities.values()}
+    assert names["person:captain-kidd"] == "Captain Kidd"
+    assert not [n for n in names.values() if "\n" in n or n.endswith("'s")]
+    assert "person:master-silver" not in names
+    assert "person:mrs" not in names  # a title alone names no one
 
 
 def _graph(scene_id, entities=(), relations=()):

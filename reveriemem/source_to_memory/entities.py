@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reveriemem.core.errors import RegistryError
 from reveriemem.core.registry import Book
 from reveriemem.source_to_memory.mentions import AliasMatcher
 from reveriemem.source_to_memory.semantic import QUOTES, SceneGraph
@@ -23,6 +24,7 @@ from reveriemem.source_to_memory.visibility import Membership
 
 _ARTICLES = re.compile(r"^(?:the|a|an)\s+", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"['’]s\b")
+_POSSESSIVE_END = re.compile(r"['’]s$")
 _SPACE = re.compile(r"\s+")
 
 
@@ -65,6 +67,11 @@ class EntityTable:
         mentions = self._matcher.find(name)
         if len(mentions) == 1 and mentions[0].end - mentions[0].start >= 0.6 * len(name.strip()):
             return mentions[0].character
+        if mentions:  # a title the text gives a character ("Master Silver", "Captain Silver"), if it fits
+            try:
+                return self.book.character(_SPACE.sub(" ", name).strip()).slug
+            except RegistryError:
+                return None
         return None
 
     def characters_in(self, phrase: str) -> set[str]:
@@ -163,11 +170,11 @@ _TIME_WORDS = {"January", "February", "March", "April", "May", "June", "July", "
                "November", "December", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
                "Day", "Candlemas", "Michaelmas", "Christmas", "Easter", "Midsummer"}
 _HONORIFICS = {"Mr", "Mrs", "Miss", "Dr", "Doctor", "Captain", "Master", "Mistress", "Lady", "Lord", "Sir", "Colonel",
-               "Inspector", "Professor", "Madame", "Monsieur", "Mr.", "Mrs.", "Dr."}
+               "Inspector", "Professor", "Madame", "Monsieur", "Squire", "Mr.", "Mrs.", "Dr."}
 _NOT_NAMES = {"I", "The", "A", "An", "He", "She", "It", "We", "They", "You", "His", "Her", "Their", "Our", "My", "But",
               "And", "Then", "There", "This", "That", "What", "When", "Where", "Who", "Why", "How", "Yes", "No", "Oh",
-              "God", "CHAPTER", "Chapter", "Well", "Now", "If", "So", "As", "In", "On", "At", "Of", "For", "To"}
-OFFLINE_ENTITY_METHOD = "heuristic:proper-nouns-v1"
+              "God", "CHAPTER", "Chapter", "Well", "Now", "If", "So", "As", "In", "On", "At", "Of", "For", "To", "Let"}
+OFFLINE_ENTITY_METHOD = "heuristic:proper-nouns-v2"  # v2: names on one line, no possessive; titled focus names
 
 
 def offline_entity_type(name: str) -> str:
@@ -184,15 +191,18 @@ def offline_entity_type(name: str) -> str:
 
 
 def offline_entities(book: Book, scenes: Sequence[tuple[int, int, int]], min_count: int = 2) -> EntityTable:
-    """Focus characters plus capitalised names used at least `min_count` times, typed by their head word."""
+    """Focus characters plus capitalised names used at least `min_count` times, typed by their head word.
+
+    A name is counted and shown as a reader writes it: on one line, without a possessive ("Captain Kidd's"
+    and "Captain Kidd" are one name; "Master Silver" broken over two lines is "Master Silver")."""
     table = EntityTable(book)
     seen: dict[str, list[int]] = defaultdict(list)
     for scene_id, start, end in scenes:
         for match in _PROPER.finditer(book.text, start, end):
-            name = match.group(1).strip()
+            name = _POSSESSIVE_END.sub("", _SPACE.sub(" ", match.group(1)).strip())
             first = name.split()[0]
-            if first in _NOT_NAMES or len(name) < 3:
-                continue
+            if first in _NOT_NAMES or len(name) < 3 or name in _HONORIFICS:
+                continue  # a title alone ("Mrs" of "Mrs. Crossley") names no one
             seen[name].append(scene_id)
     for name, scene_ids in seen.items():
         if len(scene_ids) < min_count or table.character_of(name):
