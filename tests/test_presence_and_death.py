@@ -583,7 +583,8 @@ Cy, he thought, could only be an agent of Mr. Dunn's old partners.
 Ann opened the window and looked out at the river below.
 """)
     assert knowers(knows, "Bob began very seriously") == {"bob-hale"}  # an intensifier before the adverb
-    assert knowers(knows, "He never could have imagined") == {"bob-hale"}  # what he could not have thought
+    # what he could not have thought is withheld from him too: it tells what he does not know
+    assert knowers(knows, "He never could have imagined") == set()
     assert {"ann-moss", "bob-hale"} <= knowers(knows, "Bob walked to the end")
     # a parenthetical "he thought"; and the title before a name ends no sentence, so the thought is one unit
     assert knowers(knows, "Cy, he thought, could only be an agent of Mr. Dunn's old partners.") == {"bob-hale"}
@@ -604,6 +605,30 @@ Bob rang for more coffee and opened the window.
     assert knowers(knows, "I enumerated in my") == {"ann-moss"}
     assert "bob-hale" in knowers(knows, "I even took a pencil")  # an act: seen by whoever is there
     assert "bob-hale" in knowers(knows, "Bob rang for more coffee")
+
+
+def test_the_narrators_hidden_fear_and_what_another_does_not_know_are_not_theirs(tmp_path):
+    """Hidden in the barrel, the narrator hears Bob: the narrator's fear and what they would have done are the
+    narrator's, not Bob's, though his voice is in the sentence; "He did not know that I had overheard him" is
+    withheld from him; a deed of his told beside a thought of the narrator's ("as I thought") stays his."""
+    cast = CAST.replace("    aliases: [Ann]\n", "    aliases: [Ann]\n    narrator_spans: all\n")
+    _, _, knows = build(tmp_path, """
+Bob came down to the hold with a lantern and sat on a coil of rope beside the barrel where I lay.
+
+It was Bob's voice, and before I had heard a dozen words, I would not have shown myself for all the world.
+
+"The gold is under the third stone of the old well," said Bob.
+
+Bob lifted the lid of the barrel, and he looked in at me and laughed.
+
+He did not know, to be sure, that I had overheard him from the barrel.
+
+Bob added to me in a low whisper, as I thought, that the wind would turn.
+""", cast)
+    assert knowers(knows, "It was Bob's voice") == {"ann-moss"}
+    assert "bob-hale" in knowers(knows, '"The gold is under')
+    assert "bob-hale" not in knowers(knows, "He did not know")
+    assert "bob-hale" in knowers(knows, "Bob added to me")
 
 
 def test_after_a_change_of_time_inside_a_scene_who_is_there_must_show_again(tmp_path):

@@ -48,11 +48,24 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v24"  # v23: remembering, being tempted and wishing are thoughts; v24: "and Co. will" one sentence
+EVIDENCE_METHOD = "heuristic:evidence-units-v25"  # v25: a narrator's reflection is theirs alone, a thought of not knowing is withheld from its subject; v23: remembering, being tempted and wishing are thoughts; v24: "and Co. will" one sentence
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
     rf"|\bI\s+(?:(?:\w+ly|also|still|now|then|even)\s+)*{COGNITION}\b|\bin\s+my\s+own\s+mind\b"
+    # what the narrator would or could have done ("I would not have shown myself for all the world"): no event
+    r"|\bI\s+(?:would|could|should|might)\s+(?:not\s+|never\s+)?have\s+[a-z]+(?:ed|en|wn|ne|pt|lt|ght|ung)\b"
+)
+_POSSESSED = re.compile(r"['’]s\b")
+# A thought of not knowing ("He did not know, to be sure, that I had overheard his council", "Fix never suspected
+# that ..."): what it tells is exactly what its subject lacks, so it is withheld from them.
+_UNAWARE = re.compile(
+    # (not knowing what to do is no lack of what is told: "He did not know what to do with what he had heard")
+    r"\b(?:did|does)\s+not\s+(?:(?:yet|even|then|quite)\s+)?(?:know(?!\s+(?:what|how|whether|where|which|who)"
+    r"(?:\s+\w+)?\s+to\b)|suspect|notice|observe|guess|realise|realize|dream|imagine)\b|\b(?:never|little)\s+(?:knew|suspected|guessed|dreamed|dreamt|imagined|noticed)\b|"
+    r"\b(?:was|were)\s+(?:quite\s+|wholly\s+)?(?:unaware|ignorant)\b|\bhad\s+no\s+(?:idea|notion|suspicion)\b|"
+    r"\b(?:could|would|might)\s+(?:not\s+|never\s+)?have\s+(?:imagined|guessed|suspected|known|dreamed|dreamt|"
+    r"foreseen)\b"
 )
 # What the narrator says aloud ("I said I was sure of this", "I told him I feared the worst") is heard by those
 # present: the reflection must be the very words said, right after the verb of saying and whom it is said to.
@@ -159,13 +172,13 @@ class SpanFacts:
         """Narration nobody present perceives: a first-person narrator's reflection, or an aside reaching back years."""
         if self.spoken(start):
             return False
-        sentence = self.sentence(start, end)
-        if _LONG_AGO.search(sentence):
-            return True
-        if not any(a <= start < b for a, b in self._narrated):
+        return bool(_LONG_AGO.search(self.sentence(start, end))) or self.reflection(start, end)
+
+    def reflection(self, start: int, end: int) -> bool:
+        """A first-person narrator's reflection (not said aloud)."""
+        if self.spoken(start) or not any(a <= start < b for a, b in self._narrated):
             return False
-        found = _REFLECTION.search(sentence)
-        return found is not None and not _SAID_ALOUD.search(sentence[:found.start()])
+        return reflects(self.sentence(start, end))
 
     def sentence(self, start: int, end: int) -> str:
         paragraph = self._paragraph(start)
@@ -173,6 +186,13 @@ class SpanFacts:
             return self.text[start:end]
         begin, close = sentence_around(self.text, start, end, paragraph.start, paragraph.end, stop_needs_space=True)
         return self.text[begin:close]
+
+
+def reflects(sentence: str) -> bool:
+    """Does the narration of a sentence (up to its first quotation) tell the narrator's reflection, not said aloud?"""
+    narration = re.split(r"[“\"]", sentence, maxsplit=1)[0]
+    found = _REFLECTION.search(narration)
+    return found is not None and not _SAID_ALOUD.search(narration[:found.start()])
 
 
 def relation_facts(book: Book, table: EntityTable, graphs: Sequence[SceneGraph]) -> list[Fact]:
@@ -275,6 +295,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     participants.add(narrator)
                 thinkers: set[str] = set()
                 actors: list[str] = []
+                doers: set[str] = set()  # acting by name, not by a part of them ("Silver added", not "Silver's voice")
                 for mention in matcher.find(book.text, s_start, s_end):
                     if in_spans(mention.start, quotes):
                         continue
@@ -285,6 +306,8 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if _acts(book.text, mention, s_start):
                         participants.add(mention.character)
                         actors.append(mention.character)
+                        if not _POSSESSED.match(book.text, mention.end):
+                            doers.add(mention.character)
                     if not spoken and thinking_subject(book.text, mention, s_start) and set(actors) <= {
                             mention.character}:  # the thought is the sentence's first clause ("Fix thought")
                         thinkers.add(mention.character)
@@ -295,7 +318,14 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                         actors.append(mention.character)  # and "he" in the sentences after it stands for him
                 thinker = _inner_life(stripped, spoken, thinkers, actors, last_actor, inner)
                 private = spans.private(s_start, s_end) or (spoken and aside)
-                if thinker is not None:  # narrated inner life: the thinker's alone
+                if narrator and not spoken and reflects(stripped):
+                    # "I felt a creeping of the flesh": the narrator's; one named doing something keeps their deed
+                    # ("Silver added to me, as I thought, ..."), one heard or seen only ("Silver's voice") does not
+                    participants = {narrator} | doers
+                if (thinker is not None or pronoun_thinks(stripped)) and _UNAWARE.search(stripped):
+                    # what they do not know is not theirs, nor (when "he" is not known) anyone's but the narrator's
+                    participants, private = ({narrator} if narrator else set()), True
+                elif thinker is not None:  # narrated inner life: the thinker's alone
                     participants, private = {thinker} | ({narrator} if narrator else set()), True
                 if impersonal and is_exposition(stripped):
                     participants, private = set(), True
