@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 
 import click
 
@@ -32,10 +34,27 @@ def api_key_for(host: str) -> str | None:
     return key
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Bind `host`:`port` once and let it go, so a port in use is one sentence before anything is announced."""
+    try:
+        addresses = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        raise click.ClickException(f"Cannot serve on {host}: it is no address of this machine ({error}).") from None
+    family, kind, proto, _, address = addresses[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing socket is no obstacle
+        try:
+            probe.bind(address)
+        except OSError as error:
+            reason = "is already in use" if error.errno == errno.EADDRINUSE else f"cannot be bound ({error.strerror})"
+            raise click.ClickException(f"Port {port} on {host} {reason}; choose another with --port.") from None
+
+
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (beyond loopback needs "
               f"${API_KEY_ENV}).")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port to listen on.")
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535),
+              help="Port to listen on (1-65535).")
 @click.option("--lm", default="none", show_default=True,
               help="Model the agents speak with (`none`: the offline path; or any model string `reveriemem --help` names).")
 @click.option("--embedder", default="", help="Embedding model (default: the one each memory was built with).")
@@ -52,6 +71,7 @@ def serve(host: str, port: int, lm: str, embedder: str, rounds: int) -> None:
     models = served_models()
     if not models:
         raise click.ClickException("No book is built yet: run `reveriemem demo` or `reveriemem build BOOK` first.")
+    check_port_free(host, port)
     app = create_app(ServeConfig(lm=lm, embedder=embedder, rounds=rounds, api_key=key))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Serving {len(models)} characters ({', '.join(m.id for m in models[:3])}"

@@ -198,3 +198,21 @@ def test_an_api_key_is_asked_for_and_required_beyond_loopback(built_demo, monkey
     monkeypatch.delenv("REVERIEMEM_API_KEY", raising=False)
     result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", str(free_port())])
     assert result.exit_code == 1 and "REVERIEMEM_API_KEY" in result.output
+
+
+@pytest.mark.parametrize("port", ["70000", "0", "-1"])
+def test_a_port_outside_1_to_65535_is_refused_by_the_option(port):
+    result = CliRunner().invoke(main, ["serve", "--port", port])
+    assert result.exit_code == 2 and "--port" in result.output and "Serving" not in result.output
+
+
+def test_a_port_in_use_is_one_sentence_before_anything_is_announced(built_demo):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--port", str(port)])
+    assert result.exit_code == 1 and "Serving" not in result.output
+    assert result.output.strip() == f"Error: Port {port} on 127.0.0.1 is already in use; choose another with --port."
