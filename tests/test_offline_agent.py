@@ -65,6 +65,21 @@ def test_options_are_read_in_the_forms_users_type_them() -> None:
     assert parse_options("A) one C) two B) three").options == {"A": "one C) two", "B": "three"}
 
 
+def test_options_run_past_eight_in_sequence() -> None:
+    names = ["Mara", "Tobin", "Ansel", "Elspeth", "Osric", "Corwen", "Wren", "Nobody"]
+    nine = parse_options("Who lit the lamp? " + " ".join(f"{c}) {n}" for c, n in zip("ABCDEFGH", names))
+                         + " I) I cannot answer this from my own knowledge.")
+    assert nine.options["H"] == "Nobody" and nine.options["I"] == "I cannot answer this from my own knowledge."
+    assert nine.refusal == "I" and "I" not in nine.answers
+    twelve = parse_options("Who lit it?\n" + "\n".join(f"{i}. n{i}" for i in range(1, 13)))
+    assert list(twelve.options) == list("ABCDEFGHIJKL") and twelve.options["L"] == "n12" and twelve.label("L") == "12"
+    small = parse_options("Who lit it? " + " ".join(f"{c}) n{c}" for c in "abcdefghijklmnopqrstuvwxyz"))
+    assert len(small.options) == 26 and small.options["Z"] == "nz" and small.label("I") == "i"
+    # "I)" marks an option only after "H)": the pronoun in an earlier option marks nothing
+    early = parse_options("Who lit it? A) Mara B) Tobin C) Nobody I) I cannot answer.")
+    assert early.options == {"A": "Mara", "B": "Tobin", "C": "Nobody I) I cannot answer."}
+
+
 def test_a_line_of_dialogue_is_quoted_once() -> None:
     assert quoted('"And he took pages out of the ledger?"') == '"And he took pages out of the ledger?"'
     assert quoted("He took pages out of the ledger.") == '"He took pages out of the ledger."'

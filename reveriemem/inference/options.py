@@ -1,7 +1,7 @@
 """A question as a user types it: the question, and its options when it carries them.
 
 Options are read in the forms users type them: "A) ...", "(A) ...", "A. ...", "A: ...", with capital
-letters, small letters or numbers (up to eight), on one line or several. They are keyed A, B, C...
+letters, small letters or numbers (up to 26: A-Z, a-z, 1-26), on one line or several. They are keyed A, B, C...
 whatever their marks, and the reply names an option by the mark the user typed (`Question.label`). An
 option that is itself a refusal ("I cannot answer this", "I don't know") is the question's `refusal`.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 # An option's marker, typed as "A)", "(A)", "A." or "A:", with capitals, small letters or numbers.
 _MARKERS = tuple(re.compile(rf"(?:(?<=\s)|^)(?:\(({labels})\)|({labels})([).:]))(?=\s)")
-                 for labels in ("[A-H]", "[a-h]", "[1-8]"))
-LETTERS = "ABCDEFGH"
+                 for labels in ("[A-Z]", "[a-z]", "2[0-6]|1[0-9]|[1-9]"))
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _FIRST_PERSON = re.compile(r"\W*(?:I\b|None\b|No idea\b|Not known\b)", re.IGNORECASE)
 _REFUSING = re.compile(r"\b(?:can ?not|can't|cannot|don't|do not|couldn't|could not)\s+(?:answer|know|say|tell)\b"
                        r"|\bno idea\b|\bnot know\b|\bnone of (?:these|the above)\b", re.IGNORECASE)
