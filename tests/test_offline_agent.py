@@ -80,6 +80,20 @@ def test_options_run_past_eight_in_sequence() -> None:
     assert early.options == {"A": "Mara", "B": "Tobin", "C": "Nobody I) I cannot answer."}
 
 
+def test_a_repeated_mark_reads_no_options() -> None:
+    # which "A)" is meant is not to be guessed: the text is a question without options, not an option glued to another
+    for text in ("Which cask? A) A cask fresh off Greaves's cart A) The cask nearest the door B) The apple barrel "
+                 "C) I cannot answer this from my own knowledge.",
+                 "Which cask? A) Greaves's cask B) The cask nearest the door B) The apple barrel C) I cannot answer."):
+        asked = parse_options(text)
+        assert asked.options == {} and asked.text == text
+    # a mark in another form, or one that ends an option, repeats none
+    plans = parse_options("Which plan? A) Plan A. B) Plan B. C) I cannot answer.")
+    assert plans.options == {"A": "Plan A.", "B": "Plan B.", "C": "I cannot answer."}
+    numbered = parse_options("Which plan?\n1. Plan 1.\n2. Plan 2.\n3. I cannot answer.")
+    assert numbered.options == {"A": "Plan 1.", "B": "Plan 2.", "C": "I cannot answer."}
+
+
 def test_a_line_of_dialogue_is_quoted_once() -> None:
     assert quoted('"And he took pages out of the ledger?"') == '"And he took pages out of the ledger?"'
     assert quoted("He took pages out of the ledger.") == '"He took pages out of the ledger."'

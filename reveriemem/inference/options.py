@@ -44,7 +44,8 @@ def parse_options(text: str) -> Question:
     end of option C. Options stand after the question's end ("Who lit it? 1. Mara 2. Tobin") or each at the
     start of a line, not inside a sentence ("Did he pay 1. or 2. crowns?", "Prof. A. Smith and Dr. B.
     Jones"); capitals closed by a bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered
-    questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options."""
+    questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options, and so
+    is a question whose marks repeat ("A) cart A) cask B) ...")."""
     lines = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     for marker in _MARKERS:
         found, bracketed = _marks(lines, marker, skip=True)
@@ -56,6 +57,8 @@ def parse_options(text: str) -> Question:
         if (marker is _MARKERS[0] and bracketed) or _ends_question(lines[:first]) or lines[first - 1:first] == "\n":
             break
     else:
+        return Question(" ".join(text.split()))
+    if _repeated(lines, marker, found):  # "A) cart A) cask B) ...": which A is meant is not ours to guess
         return Question(" ".join(text.split()))
     options = {}
     for i, (label, _, end) in enumerate(found):
@@ -85,6 +88,19 @@ def _marks(lines: str, marker: re.Pattern[str], skip: bool) -> tuple[list[tuple[
             found.append((label, m.start(), m.end()))
             bracketed = bracketed and m.group(3) in (None, ")")
     return found, bracketed
+
+
+def _repeated(lines: str, marker: re.Pattern[str], found: list[tuple[str, int, int]]) -> bool:
+    """Is a mark found typed again, in the same form and with text after it, after the first ("A) cart A) cask
+    B) ...")? A mark in another form ("A) Plan A. B) Plan B.") or ending an option ("1. Plan 1.\n2. ...")
+    repeats none."""
+    def form(start: int, end: int) -> str:
+        return "(" if lines[start] == "(" else lines[end - 1]
+    marks = {(label, form(start, end)) for label, start, end in found}
+    starts = [start for _, start, _ in found] + [len(lines)]
+    return any((m.group(1) or m.group(2), form(m.start(), m.end())) in marks
+               and lines[m.end():min(s for s in starts if s > m.start())].strip()
+               for m in marker.finditer(lines, found[0][1]) if m.start() not in starts)
 
 
 def _gaps(found: list[tuple[str, int, int]]) -> int:
