@@ -17,6 +17,7 @@ from reveriemem_dagster.cli_narrative import COMMANDS as NARRATIVE_COMMANDS
 from reveriemem_dagster.cli_runtime import (
     dagster_console_level,
     model_notice,
+    output_file,
     prepare_terminal,
     report_failure,
     verbose_requested,
@@ -262,9 +263,9 @@ def _read_line(prompt: str) -> str:
 @click.option("--character", default=None,
               help="Only rows about this character (any alias); facts: those visible to them, with their route.")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default="jsonl", show_default=True)
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", "out_name", default=None, metavar="FILE",
               help="File to write (default: standard output; parquet needs a file).")
-def export(book: str, layer: str, character: str | None, fmt: str, out: Path | None) -> None:
+def export(book: str, layer: str, character: str | None, fmt: str, out_name: str | None) -> None:
     """Write the stored rows of one memory layer of BOOK, to check who knows what.
 
     Rows keep their visibility, routes, grants and source offsets; vectors are
@@ -277,6 +278,7 @@ def export(book: str, layer: str, character: str | None, fmt: str, out: Path | N
 
     registered = load_book(book)
     focus = registered.character(character) if character is not None else None
+    out = output_file(out_name, example=f"{layer}.{fmt}", makes_folder=fmt == "parquet")
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet writes a file; give it with --out FILE.")
     store = MemoryStore.for_home()
@@ -284,11 +286,15 @@ def export(book: str, layer: str, character: str | None, fmt: str, out: Path | N
     if focus is not None:
         rosters = layer_rows(store, registered.slug, "rosters") if layer == "scenes" else None
         rows = for_character(layer, rows, focus.slug, rosters)
-    if fmt == "parquet" and out is not None:
-        write_parquet(rows, out)
-    elif out is not None:
-        with open(out, "w", encoding="utf-8") as handle:
-            write_jsonl(rows, handle)
+    if out is not None:
+        try:
+            if fmt == "parquet":
+                write_parquet(rows, out)
+            else:
+                with open(out, "w", encoding="utf-8") as handle:
+                    write_jsonl(rows, handle)
+        except OSError as error:
+            raise click.ClickException(f"Cannot write {out}: {error.strerror or error}.") from None
     else:
         write_jsonl(rows, sys.stdout)
     if out is not None:

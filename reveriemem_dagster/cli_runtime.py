@@ -17,6 +17,9 @@ import signal
 import sys
 import traceback
 import warnings
+from pathlib import Path
+
+import click
 
 from reveriemem.core.errors import FAILED_STEP_NOTE as BUILD_NOTE
 from reveriemem.core.errors import ReverieMemError
@@ -116,3 +119,25 @@ def model_notice(lm: str) -> str | None:
     if chosen in BUNDLED_WORDS:
         return BUNDLED_WARNING
     return None
+
+
+def output_file(out: str | None, example: str = "rows.jsonl", option: str = "--out",
+                makes_folder: bool = False) -> Path | None:
+    """The file a command is to write, or one sentence on why it cannot be written there (None: standard output).
+
+    `makes_folder`: the writer creates a missing folder itself, so only a folder that is a file is refused.
+    """
+    if out is None:
+        return None
+    if not out.strip():
+        raise click.ClickException(f"{option} is empty; give a file path.")
+    path = Path(out).expanduser()
+    if path.is_dir() or out.endswith(("/", os.sep)):
+        kind = "is a directory" if path.is_dir() else "names a folder"
+        raise click.ClickException(f"{option} {out} {kind}; give a file path (such as {path / example}).")
+    folder = path.parent
+    if not folder.exists() and not makes_folder:
+        raise click.ClickException(f"The folder {folder} does not exist; create it or give {option} another path.")
+    if folder.exists() and not folder.is_dir():
+        raise click.ClickException(f"{folder} is a file, not a folder; give {option} another path.")
+    return path

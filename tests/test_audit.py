@@ -124,6 +124,21 @@ def _chapter_lines(output: str) -> list[list[str]]:
     return lines[1:]
 
 
+def test_an_out_that_cannot_be_a_file_is_one_sentence(built_demo, tmp_path: Path):
+    (tmp_path / "afile").write_text("")
+    cases = {
+        str(tmp_path): f"--out {tmp_path} is a directory; give a file path (such as {tmp_path / 'facts.jsonl'}).",
+        "": "--out is empty; give a file path.",
+        str(tmp_path / "missing" / "f.jsonl"):
+            f"The folder {tmp_path / 'missing'} does not exist; create it or give --out another path.",
+        str(tmp_path / "afile" / "f.jsonl"): f"{tmp_path / 'afile'} is a file, not a folder; give --out another path.",
+    }
+    for out, sentence in cases.items():
+        result = invoke("export", built_demo, "--layer", "facts", "--format", "jsonl", "--out", out)
+        assert result.exit_code == 1 and result.output.strip() == f"Error: {sentence}", (out, result.output)
+    assert not (tmp_path / "missing").exists()
+
+
 def test_chapters_lists_the_numbers_as_of_chapter_takes(built_demo):
     result = invoke("chapters", built_demo)
     assert result.exit_code == 0, result.output
