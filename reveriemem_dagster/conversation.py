@@ -93,12 +93,13 @@ def chat_loop(session: Session, read: Callable[[str], str], write: Callable[[str
             return turns
         if not line:
             continue
-        if line in ("/quit", "/exit"):
+        command = line.casefold() if line.startswith("/") else ""  # /QUIT is /quit
+        if command in ("/quit", "/exit"):
             return turns
-        if line in ("/trace", "/json"):
+        if command in ("/trace", "/json"):
             if last is None:
                 write("No turn yet.")
-            elif line == "/trace":
+            elif command == "/trace":
                 write(render_trace(last))
             else:
                 write(json.dumps(turn_json(session, last), ensure_ascii=False, indent=2, default=str))

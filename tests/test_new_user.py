@@ -198,6 +198,20 @@ def test_ctrl_c_leaves_chat_cleanly_at_the_prompt_and_mid_turn():
     assert chat_loop(session, lambda _p: next(lines), said.append) == 0  # type: ignore[arg-type]
 
 
+def test_chat_commands_are_read_in_any_case():
+    said: list[str] = []
+
+    class Agent:
+        def respond(self, *args: object, **kwargs: object) -> object:
+            raise AssertionError("a command is no question")
+
+    session = SimpleNamespace(character=SimpleNamespace(name="Mara"), book=SimpleNamespace(title="Ledger"),
+                              handle=SimpleNamespace(name="none"), agent=Agent(), as_of=None)
+    lines = iter(["/Trace", "/JSON", "/QUIT", "never read"])
+    assert chat_loop(session, lambda _p: next(lines), said.append) == 0  # type: ignore[arg-type]
+    assert said[1:] == ["No turn yet.", "No turn yet."] and next(lines) == "never read"
+
+
 @pytest.mark.slow
 def test_sigint_at_the_chat_prompt_ends_the_process(built_demo: str):
     child = subprocess.Popen([sys.executable, "-m", "reveriemem_dagster.cli", "chat", built_demo, "Mara"],
