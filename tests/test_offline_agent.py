@@ -94,6 +94,19 @@ def test_a_repeated_mark_reads_no_options() -> None:
     assert numbered.options == {"A": "Plan 1.", "B": "Plan 2.", "C": "I cannot answer."}
 
 
+def test_a_question_typed_after_its_options_is_the_question() -> None:
+    after = parse_options("A) The apple barrel B) The cask nearest the door C) I don't know. Which cask did you fill?")
+    assert after.text == "Which cask did you fill?" and after.refusal == "C"
+    assert after.options == {"A": "The apple barrel", "B": "The cask nearest the door", "C": "I don't know."}
+    lined = parse_options("Jim:\nA) The apple barrel\nB) The cask\nC) I don't know\nwhich cask did you fill?")
+    assert lined.text == "Jim: which cask did you fill?" and lined.options["C"] == "I don't know"
+    titled = parse_options("A) Mr. Smith B) Mr. Jones. Who was it?")  # a title's stop ends no sentence
+    assert titled.options == {"A": "Mr. Smith", "B": "Mr. Jones."} and titled.text == "Who was it?"
+    # after a question, or with no stop before it, a last option that asks is the option's own
+    assert parse_options("Which? A) x B) I do not know. Who?").options["B"] == "I do not know. Who?"
+    assert parse_options("A) Who lit it? B) When did she go?").options == {"A": "Who lit it?", "B": "When did she go?"}
+
+
 def test_a_line_of_dialogue_is_quoted_once() -> None:
     assert quoted('"And he took pages out of the ledger?"') == '"And he took pages out of the ledger?"'
     assert quoted("He took pages out of the ledger.") == '"He took pages out of the ledger."'

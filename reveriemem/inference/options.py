@@ -45,7 +45,8 @@ def parse_options(text: str) -> Question:
     start of a line, not inside a sentence ("Did he pay 1. or 2. crowns?", "Prof. A. Smith and Dr. B.
     Jones"); capitals closed by a bracket ("Who lit it A) Mara B) Tobin") stand anywhere. Numbered
     questions ("1. Who lit it? 2. When?", "1) who lit it, and 2) when?") are one question, not options, and so
-    is a question whose marks repeat ("A) cart A) cask B) ...")."""
+    is a question whose marks repeat ("A) cart A) cask B) ..."). A question typed after the options, when none
+    comes before them, is the question, not the end of the last option ("A) x B) I don't know. Which cask?")."""
     lines = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
     for marker in _MARKERS:
         found, bracketed = _marks(lines, marker, skip=True)
@@ -60,9 +61,13 @@ def parse_options(text: str) -> Question:
         return Question(" ".join(text.split()))
     if _repeated(lines, marker, found):  # "A) cart A) cask B) ...": which A is meant is not ours to guess
         return Question(" ".join(text.split()))
+    before = lines[:found[0][1]]
+    ending = len(lines)
+    if not before.strip() or (_ends_question(before) and "?" not in before):  # the question may follow the options
+        ending = found[-1][2] + _question_after(lines[found[-1][2]:])
     options = {}
     for i, (label, _, end) in enumerate(found):
-        stop = found[i + 1][1] if i + 1 < len(found) else len(lines)
+        stop = found[i + 1][1] if i + 1 < len(found) else ending
         options[_letter(label)] = " ".join(lines[end:stop].split())
     numbered = marker is not _MARKERS[0]
     if any(not v for v in options.values()) or (numbered and any(v.endswith("?") for v in options.values())):
@@ -72,7 +77,19 @@ def parse_options(text: str) -> Question:
     refusing = [k for k, v in options.items() if _REFUSING.search(v)]
     refusal = next((k for k in reversed(refusing) if _FIRST_PERSON.match(options[k])), refusing[-1] if refusing else None)
     labels = {_letter(label): label for label, _, _ in found if label != _letter(label)}
-    return Question(" ".join(lines[:found[0][1]].split()), options, refusal, labels)
+    return Question(" ".join(f"{before} {lines[ending:]}".split()), options, refusal, labels)
+
+
+def _question_after(last: str) -> int:
+    """Where a question typed after the options starts in the last option's text (its length if none): after
+    the option's first sentence, on a new line or after a stop that ends a sentence, the rest ending with "?"
+    ("C) I don't know. Which cask did you fill?"; "C) Mr. Smith" ends at no stop)."""
+    for cut in re.finditer(r"\n|(?<=[.!])[\"”’')]*\s+", last):
+        rest = last[cut.end():].rstrip().rstrip("\"”’')")
+        if rest.endswith("?") and (cut.group() == "\n" or (rest.lstrip("\"“‘'(")[:1].isupper()
+                                                            and _ends_question(last[:cut.end()]))):
+            return cut.end()
+    return len(last)
 
 
 def _marks(lines: str, marker: re.Pattern[str], skip: bool) -> tuple[list[tuple[str, int, int]], bool]:
