@@ -24,6 +24,14 @@ def test_longest_alias_wins_and_underscores_are_boundaries():
                                                       ("holmes", "Holmes")]
 
 
+def test_a_name_joined_to_a_small_word_by_a_hyphen_is_no_mention():
+    rose = Character(name="Rose Ferrer", slug="rose", aliases=["Rose"], gender="female")
+    text = "Rose-coloured light fell on Holmes--and on Rose-Marie. Rose sat."
+    found = AliasMatcher([rose, HOLMES]).find(text)
+    assert [(m.character, m.start) for m in found] == [
+        ("holmes", text.index("Holmes")), ("rose", text.index("Rose-Marie")), ("rose", text.index("Rose sat"))]
+
+
 def test_shared_alias_goes_to_the_most_recently_named():
     jonathan = Character(name="Jonathan Harker", slug="jonathan", aliases=["Jonathan", "Harker"])
     mina = Character(name="Mina Harker", slug="mina", aliases=["Mina", "Harker"])

@@ -81,6 +81,33 @@ Ann and Bob sat together at the long table in the kitchen.
     assert "bob-hale" not in knowers(knows, '"He has taken the lantern')
 
 
+@pytest.mark.parametrize("away", ["Cy was at the mill, two miles away.",
+                                  "Cy, meanwhile, was fishing far out on the lake.",
+                                  "Cy was asleep in his own house across the river."])
+def test_one_told_to_be_somewhere_else_is_not_there(tmp_path, away):
+    _, roster, knows = build(tmp_path, f"""
+Ann and Bob sat together at the long table in the kitchen while the wind howled. {away}
+
+"The money is in the red box under the stair," said Ann to Bob. "Tell no one."
+""")
+    assert "cy-dunn" not in knowers(knows, '"The money is in the red box')
+    assert roster["cy-dunn"].status() == "referenced"
+
+
+@pytest.mark.parametrize("leaves", ["Then Bob said goodnight and went up to bed.",
+                                    "Bob was sent down to the village on an errand."])
+def test_going_to_bed_or_being_sent_away_ends_presence(tmp_path, leaves):
+    _, _, knows = build(tmp_path, f"""
+Ann and Bob sat together at the long table in the kitchen.
+
+"The mare is lame again," said Bob. {leaves}
+
+"The money is in the red box under the stair," said Ann to Cy, who had come in from the yard.
+""")
+    assert "bob-hale" in knowers(knows, '"The mare is lame')
+    assert "bob-hale" not in knowers(knows, '"The money is in the red box')
+
+
 def test_a_character_only_talked_about_or_whose_letter_is_read_is_not_present(tmp_path):
     _, roster, knows = build(tmp_path, """
 Ann stood by the window and unfolded the letter that had come that morning.

@@ -98,6 +98,15 @@ _GONE = re.compile(rf"\s+(?:{GONE})")
 _WHILE = re.compile(r"\b(?:while|whilst|when|since|till|until|before|after|as|if|though)\s+$", re.IGNORECASE)
 
 
+# A sentence opened by a connective before the name ("Then Bob said goodnight and went up to bed").
+_CONNECTIVE_OPENS = re.compile(r"(?:^|[.!?;:]\s+)(?:And|But|Then|So|Yet|Now)\s+$")
+
+
+def after_connective(text: str, mention: Mention, fragment_start: int) -> bool:
+    """Does the mention open its sentence right after a capitalised connective ("Then Bob ...")?"""
+    return _CONNECTIVE_OPENS.search(text, max(fragment_start, mention.start - 20), mention.start) is not None
+
+
 def is_gone(text: str, mention: Mention, fragment_start: int) -> bool:
     """Is the character, as a main clause's subject, said to be gone ("Silver was gone", "In the morning Cy was
     already gone")?"""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from reveriemem.core.characters import RELATIONAL_DESCRIPTOR, Character
 
-MATCHER_VERSION = "alias-v1"
+MATCHER_VERSION = "alias-v2"  # v2: a name joined to a small word by a hyphen is no mention
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ class AliasMatcher:
                 self._add(capital, character.slug, "descriptor")
         forms = sorted(self._owners, key=lambda f: (-len(f), f))
         alternation = "|".join(r"\s+".join(re.escape(w) for w in f.split()) for f in forms)
-        self._pattern = re.compile(r"(?<![^\W_])(?:" + alternation + r")(?![^\W_])") if forms else None
+        # "Rose-coloured light" is a word of its own, not Rose: no name runs on into a hyphen and a small letter
+        self._pattern = re.compile(r"(?<![^\W_])(?:" + alternation + r")(?![^\W_])(?![-‐][a-z])") if forms else None
 
     def _add(self, form: str, slug: str, kind: str) -> None:
         key = " ".join(form.split())

@@ -28,7 +28,8 @@ from collections.abc import Mapping, Sequence
 
 # Said to be gone, a state ("Silver was gone.", "Dick was gone but a little while"), not gone over or for a soldier.
 GONE = (r"(?:was|were)\s+(?:already\s+|quite\s+|now\s+|clean\s+)?gone\b(?!\s+(?:over|through|on|for)\b)"
-        r"|had\s+(?:already\s+)?(?:disappeared|vanished|gone\s+away)\b")
+        r"|had\s+(?:already\s+)?(?:disappeared|vanished|gone\s+away)\b"
+        r"|(?:was|were)\s+sent\s+(?:away|off|out|down|up|back|home)\b")  # "Bob was sent down to the village"
 _PART_WORDS = (
     r"cabin|state-?room|saloon|deck|after-deck|forward\s+deck|hold|bridge|room|bedroom|chamber|parlour|corridor|"
     r"study|office|hall|kitchen|cellar|attic|house|hotel|inn|club|station|platform|car|carriage|train|cab|"
@@ -42,7 +43,7 @@ _PARTS = rf"(?:{_PART_WORDS})s?"
 _NAMED_PART = rf"the\s+(?:[A-Z][\w'’-]*\s+){{1,3}}(?i:{_PART_WORDS})s?\b"
 _LEAVES = (
     r"left\s+(?!hold\s+of\b)(?:(?:the\s+)?(?:\w+\s+)?" + _PARTS + r"\b|" + _NAMED_PART + r")"
-    r"|left\s+(?:us|them|him|her|me)\b|"
+    r"|left\s+(?:us|them|him|her|me)\b|went\s+(?:up\s+|off\s+|away\s+)?to\s+bed\b|"
     r"(?:went|walked|hurried|rushed|stepped|got|jumped|climbed|ran|dashed|sprang|hastened|slipped|strode)\s+"
     r"(?:out(?!\s+of\s+(?:his|her|my|their|the|a)\s+(?:\w+\s+)?(?:chair|seat|armchair|bed|berth|bunk|hammock|couch|"
     r"sofa|reverie|sleep|stupor|trance)\b)|away|off(?!\s+(?:my|his|her|their|your|our)\b)|ashore|down\s+from)\b|alighted|departed|disembarked|went\s+(?:ashore|below|home)|"
@@ -61,6 +62,20 @@ _GOES_TO = (
     r"(?:(?:the|his|her|their|a)\s+(?:[\w-]+\s+)?" + _PARTS + r"\b|" + _NAMED_PART + r")"
 )
 DEPARTURE = re.compile(rf"\b(?:{_LEAVES}|{_GOES_TO})")
+# Told to be somewhere else at this moment: "Cole was at the mill, two miles away", "Cole, meanwhile, was fishing
+# far out on the lake", "asleep in his own house across the river". Such a subject is told of, not here.
+_ELSEWHERE = re.compile(
+    r"\b(?:(?:a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a\s+few|some|many|several|\d+)\s+miles?\s+"
+    r"(?:away|off|distant)|far\s+(?:away|off|out)|across\s+the\s+(?:river|sea|water|ocean|bay|channel|border)|"
+    r"meanwhile|in\s+the\s+meantime)\b", re.IGNORECASE)
+
+
+def told_elsewhere(text: str, start: int, end: int) -> bool:
+    """Does the clause after a name (text[start:end], up to 80 characters and its first full stop, colon or
+    semicolon) place them elsewhere at this moment?"""
+    stop = re.search(r"[.;:!?]", text[start:min(end, start + 80)])
+    return _ELSEWHERE.search(text, start, start + stop.start() if stop else min(end, start + 80)) is not None
+
 # A move within the room is no departure ("went back to his seat", "withdrew to the window").
 WITHIN_ROOM = re.compile(
     r"\s+(?:to|into|towards?)\s+(?:his|her|their|the|a)\s+(?:\w+\s+)?(?:seat|place|chair|desk|table|window|"

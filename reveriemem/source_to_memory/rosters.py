@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from reveriemem.core.text import Paragraph, is_inset, sentence_around
 from reveriemem.source_to_memory.clauses import (
     BODY_PART,
+    after_connective,
     is_action_subject,
     is_gone,
     they_act,
@@ -69,6 +70,7 @@ from reveriemem.source_to_memory.movement import (
     pronoun_departures,
     solitudes,
     stays_behind,
+    told_elsewhere,
     writing_now,
 )
 from reveriemem.source_to_memory.presence_events import (
@@ -80,7 +82,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v58"  # v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
+ROSTER_VERSION = "roster-v59"  # v59: one told to be elsewhere ("two miles away", "meanwhile") is not here; "Then X ... went up to bed" leaves; v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -320,8 +322,8 @@ def scene_evidence(
             if is_gone(text, mention, fragment_start):
                 record.departure_paragraph = index  # "Silver was gone": not there from here on
                 record.events.append((sentence[1], CLOSES))
-            elif is_action_subject(text, mention, fragment_start) and not thinking_subject(text, mention,
-                                                                                            fragment_start):
+            elif is_action_subject(text, mention, fragment_start) and not thinking_subject(
+                    text, mention, fragment_start) and not told_elsewhere(text, mention.end, sentence[1]):
                 record.actions += 1
                 _present(record, index, sentence[0])
                 if mention.kind == "name":
@@ -331,6 +333,10 @@ def scene_evidence(
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])
+            elif after_connective(text, mention, fragment_start) and departs(text, mention.end, sentence[1]):
+                record.departure_paragraph = index  # "Then Bob said goodnight and went up to bed": gone, not come
+                record.events.append((sentence[1], CLOSES))
+                left_at.append(sentence[1])
         if not inset:  # "we saw Lord Godalming and Quincey Morris. They came quickly in": the two named act
             told = [m for m in mentions_by_paragraph.get(index, []) if not in_spans(m.start, spans)]
             for a, b in fragments:
