@@ -255,3 +255,31 @@ def test_a_descriptor_of_one_character_finds_them_and_a_relational_one_finds_no_
     assert book.character("The Doctor").name == "John Watson"
     with pytest.raises(RegistryError, match="not a focus character"):
         book.character("my companion")
+
+
+def test_names_with_accents_or_in_other_scripts_make_safe_keys_and_are_found_accents_aside(tmp_path: Path):
+    import re
+
+    from reveriemem.core.characters import slugify
+
+    story = STORY + "\r\nZoë Laurent met José Ibáñez, and 李白 and 杜甫 wrote to Søren.\r\n"
+    characters = CHARACTERS + "".join(f"  - name: {name}\n" for name in ("Zoë Laurent", "José Ibáñez", "李白", "杜甫"))
+    book, chars = _files(tmp_path, story=story, characters=characters)
+    result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    assert result.exit_code == 0, result.output
+    registered = load_book("tale")
+    slugs = {c.name: c.slug for c in registered.characters}
+    assert slugs["Zoë Laurent"] == "zoe-laurent" and slugs["José Ibáñez"] == "jose-ibanez"
+    assert slugs["李白"] != slugs["杜甫"] and slugs["李白"] == slugify("李白") == slugify(" 李白 ")
+    assert all(re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", slug) for slug in slugs.values()), slugs
+    for written, name in [("Zoe", "Zoë Laurent"), ("zoe laurent", "Zoë Laurent"), ("ZOË", "Zoë Laurent"),
+                          ("Jose Ibanez", "José Ibáñez"), ("Ibanez", "José Ibáñez"), ("李白", "李白"),
+                          (slugs["杜甫"], "杜甫")]:
+        assert registered.character(written).name == name, written
+    # names in ASCII keep their keys
+    assert [slugify(n) for n in ("Sherlock Holmes", "Mrs. Hudson", "Long John Silver", "A Study in Scarlet",
+                                 "Cap'n Flint")] == ["sherlock-holmes", "mrs-hudson", "long-john-silver",
+                                                     "a-study-in-scarlet", "cap-n-flint"]
+    assert slugify("Søren Straße") == "soren-strasse"
+    with pytest.raises(CharacterFileError, match="no letters or digits"):
+        slugify("--")

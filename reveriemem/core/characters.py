@@ -9,7 +9,9 @@ declares that the character does not die (it turns off death detection).
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,11 +89,30 @@ class Character:
         )
 
 
+# Letters with no decomposition to an ASCII letter that readers of Latin scripts spell out all the same.
+_SPELLED = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "ð": "d", "þ": "th",
+                          "ı": "i", "ħ": "h"})
+
+
+def folded(text: str) -> str:
+    """Text in lower case without its accents, as a name is looked up ("Zoë" and "zoe" are one): letters of
+    other scripts are kept ("李白" stays)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold().translate(_SPELLED))
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
 def slugify(name: str) -> str:
-    """A partition-safe key: lower case letters, digits and hyphens."""
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    if not slug:
+    """A partition-safe key: lower case ASCII letters, digits and hyphens. Accents fold to their letters
+    ("Zoë Laurent": zoe-laurent); letters of a script with no ASCII letters add a stable short hash of the
+    name's words ("李白": c-<8 hex>), so two such names do not share a key."""
+    words = re.findall(r"[^\W_]+", folded(name))
+    if not words:
         raise CharacterFileError(f"The name {name!r} has no letters or digits to make a key from.")
+    ascii_words = [w.encode("ascii", "ignore").decode() for w in words]
+    slug = "-".join(w for w in ascii_words if w)
+    if ascii_words != words:  # a letter kept no ASCII form
+        digest = hashlib.sha256(" ".join(words).encode("utf-8")).hexdigest()[:8]
+        slug = f"{slug or 'c'}-{digest}"
     return slug
 
 

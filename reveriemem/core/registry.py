@@ -32,6 +32,7 @@ from typing import Any
 from reveriemem.core.characters import (
     RELATIONAL_DESCRIPTOR,
     Character,
+    folded,
     load_character_file,
     slugify,
     validate_characters,
@@ -57,15 +58,15 @@ class Book:
     info: dict[str, Any]
 
     def character(self, name_or_alias: str) -> Character:
-        """Find a focus character by canonical name, slug or alias (case-insensitive).
+        """Find a focus character by canonical name, slug or alias (case and accents aside: "zoe" is Zoë).
 
         Quotation marks around the name are dropped ("“Mara”"), and a single word that is part of the
         name or an alias of exactly one focus character names that one ("Hope": Jefferson Hope).
         """
-        wanted = _unquoted(name_or_alias.strip()).lower()
+        wanted = folded(_unquoted(name_or_alias.strip()))  # accents aside: "Zoe" is Zoë Laurent
         for character in self.characters:
             names = {character.name, character.slug, *character.aliases}
-            if wanted in {n.lower() for n in names}:
+            if wanted in {folded(n) for n in names}:
                 return character
         # Then as a reader writes a name: with a title before it ("Mr Holmes", "Mrs. Mina Harker",
         # "Inspector Lestrade"), if the title fits the character ("Mrs. Hawkins" is not Jim) and the name
@@ -73,12 +74,12 @@ class Book:
         bare = _untitled(wanted)
         found = [c for c in self.characters
                  if bare != wanted and _titles_agree(wanted, c.gender)
-                 and any(_untitled(n.lower()) == bare and _same_title(wanted, n.lower()) for n in (c.name, *c.aliases))]
+                 and any(_untitled(folded(n)) == bare and _same_title(wanted, folded(n)) for n in (c.name, *c.aliases))]
         if len(found) == 1:
             return found[0]
         # Then a descriptor the character file gives one character only, if it is no relation that changes its
         # referent ("the doctor" is Livesey; "my companion" is nobody in particular)
-        found = [c for c in self.characters if any(d.lower() == wanted and not RELATIONAL_DESCRIPTOR.match(wanted)
+        found = [c for c in self.characters if any(folded(d) == wanted and not RELATIONAL_DESCRIPTOR.match(wanted)
                                                    for d in c.descriptors)]
         if len(found) == 1:
             return found[0]
@@ -87,7 +88,7 @@ class Book:
         # character's names only.
         if re.fullmatch(r"[\w'’-]+", bare):
             found = [c for c in self.characters if bare in _name_words(c) and _titles_agree(wanted, c.gender)
-                     and any(bare in _untitled(n.lower()).split() and _same_title(wanted, n.lower())
+                     and any(bare in _untitled(folded(n)).split() and _same_title(wanted, folded(n))
                              for n in (c.name, *c.aliases))]  # "Mrs. Murray" is not "Miss Murray"
             if len(found) == 1:
                 return found[0]
@@ -120,7 +121,7 @@ def _name_words(character: Character) -> set[str]:
     out = set()
     for name in (character.name, *character.aliases):
         words = [w for w in re.findall(r"[\w'’-]+", name) if w[:1].isupper()]  # "my friend" names no one
-        out |= {w.lower() for w in words[:1] + words[-1:]}
+        out |= {folded(w) for w in words[:1] + words[-1:]}
     return {w for w in out if len(w) >= 3 and _untitled(w + " x") == w + " x" and w not in _NOT_A_NAME}
 
 
