@@ -38,9 +38,12 @@ class BookStatus:
         head = (f"{book.slug}: {book.title}, {book.info.get('body_words', '?')} words, "
                 f"{len(book.characters)} focus characters ({', '.join(c.name for c in book.characters)})")
         if not self.built:
-            return [head, f"  not built: run `reveriemem build {book.slug}`"]
-        out = [head, f"  built {self.built_at or '?'} with model {self.model or '?'}, embedder {self.embedder or '?'}"
-                     + (f" ({self.dim}-d)" if self.dim else "")]
+            return [head, f"  not built yet (run: reveriemem build {book.slug})"]
+        if self.built_at is None:  # rows of an unfinished build, stored before any vectors recorded what built them
+            out = [head, f"  not built yet (run: reveriemem build {book.slug}); an unfinished build stored:"]
+        else:
+            out = [head, f"  built {self.built_at} with model {self.model or '?'}, embedder {self.embedder or '?'}"
+                         + (f" ({self.dim}-d)" if self.dim else "")]
         n = len(book.characters)
         layers = [f"{layer} {self.rows[layer]}" for layer in BOOK_LAYERS if layer in self.rows]
         out.append("  book: " + (", ".join(layers) or "nothing stored"))

@@ -245,6 +245,16 @@ def test_books_shows_what_is_built_with_row_counts_and_what_built_it(built_demo:
     assert "characters: character_scenes " in result.output and "episodes " in result.output
 
 
+def test_books_says_a_book_whose_build_recorded_nothing_yet_is_not_built(built_demo: str):
+    from reveriemem.core.storage import MemoryStore
+
+    Path(MemoryStore.for_home().manifest_path(built_demo)).unlink()  # rows stored, nothing recorded what built them
+    result = CliRunner().invoke(main, ["books", built_demo])
+    assert result.exit_code == 0, result.output
+    assert f"not built yet (run: reveriemem build {built_demo}); an unfinished build stored:" in result.output
+    assert "?" not in result.output and "facts " in result.output
+
+
 def test_cost_uses_litellm_prices_and_the_configured_concurrency(monkeypatch: pytest.MonkeyPatch):
     from reveriemem.source_to_memory.cost import build_cost
     from reveriemem.source_to_memory.estimate import Estimate, StepCost

@@ -76,7 +76,8 @@ def resolve_model(model: str) -> ServedModel:
     if not sep or not book_slug or not character_name:
         raise RegistryError(f"The model {model!r} is not of the form 'book/character' (see GET /v1/models).")
     books = {book.slug: book for book in built_books()}
-    book_slug = registered_slug(book_slug, books)  # "A Study in Scarlet/Watson" as "a-study-in-scarlet/Watson"
+    # "A Study in Scarlet/Watson" as "a-study-in-scarlet/Watson"; a title several built books share is refused
+    book_slug = registered_slug(book_slug, books, {slug: book.title for slug, book in books.items()})
     if book_slug not in books:
         built = ", ".join(sorted(books)) or "none"
         raise RegistryError(f"No built book is called {book_slug!r} (built: {built}).")
