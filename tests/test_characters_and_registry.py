@@ -44,6 +44,16 @@ def test_add_book_registers_with_slug_from_file_name(tmp_path: Path):
     assert "never occurs" in result.output  # John Watson's canonical name is not in the text
 
 
+def test_a_canonical_name_that_never_occurs_is_not_warned_of_as_an_alias(tmp_path: Path):
+    characters = CHARACTERS.replace("aliases: [Watson]", "aliases: [Watson, John  Watson]")
+    book, chars = _files(tmp_path, characters=characters)
+    result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars)])
+    assert result.exit_code == 0, result.output
+    assert "The alias 'John Watson'" not in result.output and "The alias 'John  Watson'" not in result.output
+    assert "The name 'John Watson' itself never occurs" in result.output
+    assert load_book("tale").character("Watson").aliases == ["Watson"]
+
+
 def test_a_character_is_found_by_the_name_a_reader_writes(tmp_path: Path):
     from reveriemem.core.errors import RegistryError
     from reveriemem.core.registry import prepare_book
@@ -241,6 +251,26 @@ def test_a_title_with_an_apostrophe_finds_the_book_registered_without_it(tmp_pat
     for written in ("The Lamplighter's Ledger", "The Lamplighter’s Ledger", "the-lamplighters-ledger"):
         assert load_book(written).slug == "the-lamplighters-ledger", written
     assert registered_slug("Ann's Tale", []) == "ann-s-tale"  # nothing registered: the name as add-book makes it
+
+
+def test_a_title_several_books_share_names_the_slugs_to_choose_from(tmp_path: Path):
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.registry import registered_slug
+
+    book, chars = _files(tmp_path, characters="title: The Saltmarsh Bell\n" + CHARACTERS)
+    for name in ("bell-a", "bell-b"):
+        result = CliRunner().invoke(main, ["add-book", str(book), "--characters", str(chars), "--name", name])
+        assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["chapters", "The Saltmarsh Bell"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: The title 'The Saltmarsh Bell' is shared by 2 registered books; "
+                                     "name one by its slug: bell-a, bell-b.")
+    assert load_book("bell-b").slug == "bell-b"
+    with pytest.raises(RegistryError, match="shared by 2"):  # as the server reads a model's book
+        registered_slug("the saltmarsh bell", ["bell-a", "bell-b"], {"bell-a": "The Saltmarsh Bell",
+                                                                       "bell-b": "The Saltmarsh Bell"})
+    CliRunner().invoke(main, ["remove-book", "bell-a"])
+    assert load_book("The Saltmarsh Bell").slug == "bell-b"  # one book of that title: found by it
 
 
 def test_a_descriptor_of_one_character_finds_them_and_a_relational_one_finds_no_one(tmp_path: Path):

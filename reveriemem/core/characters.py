@@ -182,7 +182,7 @@ def _parse_entry(entry: Any, position: int, source: str) -> Character:
     return Character(
         name=name,
         slug=slugify(name),
-        aliases=[a for a in aliases if a != name],
+        aliases=list(dict.fromkeys(a for a in aliases if " ".join(a.split()) != " ".join(name.split()))),
         descriptors=descriptors,
         gender=gender,
         narrator_all=narrator_all,
@@ -229,6 +229,8 @@ def validate_characters(
         for form in character.surface_forms:
             if surface_pattern(form).search(text, start, end):
                 found_any = True
+            elif form == character.name:  # the canonical name is no alias of itself
+                warnings.append(f"The name {form!r} itself never occurs in {source}; only the aliases find it.")
             else:
                 warnings.append(f"The alias {form!r} of {character.name} never occurs in {source}.")
         for descriptor in character.descriptors:

@@ -23,7 +23,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -287,24 +287,61 @@ def remove_book(slug: str, home: Path | None = None) -> None:
         shared.delete_folder(slug)
 
 
-def registered_slug(name: str, registered: Iterable[str] = ()) -> str:
+def registered_slug(name: str, registered: Iterable[str] = (), titles: Mapping[str, str] | None = None) -> str:
     """The slug a book's name is registered under: "A Study in Scarlet" and "A-Study-In-Scarlet" are
     a-study-in-scarlet (what `add-book` makes of a name, `slugify`), and "The Lamplighter's Ledger" is
-    the-lamplighters-ledger when that is among `registered` (a file name drops the apostrophe)."""
+    the-lamplighters-ledger when that is among `registered` (a file name drops the apostrophe).
+
+    With `titles` (slug -> title of each registered book), a name that is no registered slug as typed is
+    also read as a title: the one book of that title, or a `RegistryError` listing the books that share it.
+    """
     try:
         slug = slugify(name)
     except CharacterFileError:  # no letter or digit ("..", "/"): no book has that name, and it is no folder to read
         raise RegistryError(f"No book is named {name!r}: a book's name has a letter or a digit.") from None
     known = set(registered)
+    if titles and name.strip() not in known:
+        wanted = _title_keys(name)
+        sharing = sorted(s for s, title in titles.items() if _title_keys(title) & wanted)
+        if len(sharing) > 1:
+            raise RegistryError(f"The title {name!r} is shared by {len(sharing)} registered books; name one by its "
+                                f"slug: {', '.join(sharing)}.")
+        if sharing:
+            return sharing[0]
     if slug not in known:
-        joined = slugify(re.sub(r"(?<=\w)['’](?=\w)", "", name))
+        joined = slugify(_joined(name))
         slug = joined if joined in known else slug
     return slug
 
 
+def _joined(name: str) -> str:
+    """A name with the apostrophes inside its words dropped, as a file name writes it ("Lamplighters")."""
+    return re.sub(r"(?<=\w)['’](?=\w)", "", name)
+
+
+def _title_keys(title: str) -> set[str]:
+    try:
+        return {slugify(title), slugify(_joined(title))}
+    except CharacterFileError:
+        return set()
+
+
+def book_titles(home: Path | None = None) -> dict[str, str]:
+    """The title of each registered book, by slug (from its book.json)."""
+    titles: dict[str, str] = {}
+    for slug in list_books(home):
+        try:
+            titles[slug] = str(json.loads((books_root(home) / slug / "book.json").read_text(encoding="utf-8"))["title"])
+        except (OSError, ValueError, KeyError):  # a damaged registration is reported when it is loaded
+            continue
+    return titles
+
+
 def load_book(slug: str, home: Path | None = None) -> Book:
     """Load a registered book (named as written or by its slug); a clear error names what to run when it is missing."""
-    name, slug = slug, registered_slug(slug, list_books(home))
+    registered = list_books(home)
+    titles = book_titles(home) if slug.strip() not in registered else None  # a title only when it is no slug
+    name, slug = slug, registered_slug(slug, registered, titles)
     _take_shared(slug, home)
     folder = books_root(home) / slug
     if not (folder / "book.json").exists():
