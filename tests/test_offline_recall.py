@@ -85,6 +85,21 @@ def test_what_the_book_answers_and_the_character_cannot_is_refused_as_unseen() -
     assert "wife" not in decision.reply.replace(asked.options["E"], "")  # nothing outside the boundary is said
 
 
+def test_asked_as_of_a_point_of_the_story_the_refusal_says_nothing_of_what_the_book_tells_later() -> None:
+    """Before the book tells who sold the tavern, the doctor does not know, and his refusal does not give away
+    that the book answers it later ("I never saw that" would); free-form too."""
+    spans = [(i * 100, i * 100 + 80) for i in range(len(BOOK))]  # BOOK[5], the wife, is told at offset 500
+    who = OfflineReasoner(BookEvidence(BOOK, FOLDING, spans), CAL, ["Doctor Livesey", "Livesey"])
+    asked = parse_options("Doctor, who sold the tavern and went to meet the cook? "
+                          "A) his wife B) Black Dog C) the squire D) Pew E) I cannot answer.")
+    assert REFUSAL in who.decide(asked, [fact(0), fact(2)], []).reply
+    early = who.decide(asked, [fact(0), fact(2)], [], as_of=450)
+    assert early.stop == "refusal" and UNKNOWN in early.reply
+    free = parse_options("Who sold the Spy-glass tavern?")
+    assert who.decide(free, [fact(0)], []).reply == REFUSAL
+    assert who.decide(free, [fact(0)], [], as_of=450).reply == UNKNOWN
+
+
 def test_what_nothing_in_the_book_answers_is_refused_as_unknown() -> None:
     asked = parse_options("Which cheese did the squire prefer? A) cheddar B) stilton C) brie D) gouda E) I cannot answer.")
     decision = reasoner(["Doctor Livesey"]).decide(asked, [fact(0), fact(2), fact(3)], [])

@@ -255,7 +255,8 @@ class ReverieInference(dspy.Module):
             reasoning = chain.recall_offline(run, asked.text or question, as_of, [*option_probes(asked), *probes])
             personality = track.decide(run, question, lines, state, as_of)
             following = self._following(reader, reasoning.pool, as_of)
-            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored, following)
+            decision = self.offline_reasoner(who.slug).decide(asked, reasoning.pool, reasoning.anchored, following,
+                                                              as_of)
             reply, used, offline = decision.reply, decision.used, decision.detail
             # a line quoted from those told just after a pool fact is one the reply rests on: the trace lists it
             # (round 0: read with a recalled fact, not retrieved by any probe)

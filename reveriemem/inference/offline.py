@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,13 +108,31 @@ class BookEvidence(Rarity):
         folded = [folding.apply(p) for p in passages]
         super().__init__(folded)
         self.passages = joined(folded, spans) if spans is not None else folded
+        self._told_parts = (folded, list(spans)) if spans is not None else None
         self._index: SupportIndex | None = None
+        self._told: dict[int, SupportIndex] = {}
+        self._lock = threading.Lock()
 
     @property
     def index(self) -> SupportIndex:
         if self._index is None:
             self._index = SupportIndex(self.passages, self, window=1)
         return self._index
+
+    def told_by(self, as_of: int | None) -> SupportIndex:
+        """The index over what the book has told by `as_of` (None: all of it): a refusal as of a point of the
+        story ("I never saw that" / "I don't know") then says nothing of what the book tells later."""
+        if as_of is None or self._told_parts is None:
+            return self.index
+        with self._lock:
+            found = self._told.get(as_of)
+        if found is None:  # each passage read with what follows it by then, as `joined` reads the whole book
+            folded, spans = self._told_parts
+            kept = [i for i, (start, _) in enumerate(spans) if start is None or start <= as_of]
+            found = SupportIndex(joined([folded[i] for i in kept], [spans[i] for i in kept]), self, window=1)
+            with self._lock:  # a few points of the story at a time (a chat keeps one)
+                self._told = {**(self._told if len(self._told) < 8 else {}), as_of: found}
+        return found
 
 
 def book_folding(book: str, store: MemoryStore) -> NameFolding:
@@ -197,8 +216,10 @@ class OfflineReasoner:
 
     def compare_options(self, question: Question, pool: Sequence[Mapping[str, Any]],
                         anchored: Sequence[AnchoredScene],
-                        after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Comparison:
-        """The best-supported answer option in memory and the whole book's best support (no decision yet)."""
+                        after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                        as_of: int | None = None) -> Comparison:
+        """The best-supported answer option in memory and the whole book's best support, the book read up
+        to `as_of` when given (no decision yet)."""
         answers = {k: self.folding.apply(v) for k, v in question.answers.items()}
         text = self.folding.apply(question.text)
         first = next(iter(answers))
@@ -212,8 +233,9 @@ class OfflineReasoner:
             reading = OptionReading(letter, letter, score, support[letter].passage)
         if self.book is None:
             return Comparison(reading, reading.support)
-        _, book = best_option(self.book.index.support(text, answers, self.ignored))
-        copied = self._copy_unheld(answers[reading.best], held, self.book.index)
+        told = self.book.told_by(as_of)
+        _, book = best_option(told.support(text, answers, self.ignored))
+        copied = self._copy_unheld(answers[reading.best], held, told)
         return Comparison(reading, max(book, reading.support), unheld_copy=copied)
 
     def _copy_unheld(self, option: str, memory: SupportIndex | None, book: SupportIndex) -> bool:
@@ -255,8 +277,10 @@ class OfflineReasoner:
         return holds
 
     def compare_question(self, question: str, pool: Sequence[Mapping[str, Any]],
-                         after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Comparison:
-        """The pool fact best supporting a free-form question, its context share, and the whole book's best."""
+                         after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                         as_of: int | None = None) -> Comparison:
+        """The pool fact best supporting a free-form question, its context share, and the whole book's best
+        (the book read up to `as_of` when given)."""
         text = self.folding.apply(question)
         rarest = self._rarest(text)
         holds = self._holds(text, rarest)
@@ -269,14 +293,14 @@ class OfflineReasoner:
                                                   round(shares[i], 6), similarity_of(pool[i]) or 0.0))
                 reading = OptionReading(None, "", shares[best], best)
                 on_point = holds(index.passages[best]) and not asks(pool[best])
-        book = self.book
-        if book is None:
+        if self.book is None:
             return Comparison(reading, reading.support, on_point, on_point)
-        shares = book.index.context(text, self.ignored)
+        told = self.book.told_by(as_of)
+        shares = told.context(text, self.ignored)
         if not shares:
             return Comparison(reading, reading.support, on_point, on_point)
-        best = max(shares, key=lambda i: (holds(book.passages[i]), shares[i]))
-        book_on_point = holds(book.passages[best])
+        best = max(shares, key=lambda i: (holds(told.passages[i]), shares[i]))
+        book_on_point = holds(told.passages[best])
         return Comparison(reading, max(shares[best], reading.support), on_point, book_on_point or on_point)
 
     def read_question(self, question: str, pool: Sequence[Mapping[str, Any]]) -> tuple[int | None, float]:
@@ -302,11 +326,13 @@ class OfflineReasoner:
 
     def decide(self, question: Question, pool: Sequence[Mapping[str, Any]],
                anchored: Sequence[AnchoredScene],
-               after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> OfflineDecision:
+               after: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+               as_of: int | None = None) -> OfflineDecision:
+        """Pick an option, quote a line or refuse; with `as_of` the book is read up to that point of the story."""
         cal = self.calibration
         detail: dict[str, Any] = {"reader": READER_VERSION, "calibration": cal.to_dict()}
         if question.options and question.answers:
-            compared = self.compare_options(question, pool, anchored, after)
+            compared = self.compare_options(question, pool, anchored, after, as_of)
             reading = compared.reading
             letter = self.option_letter(compared)
             fact = _fact_at(pool, reading.passage) if letter else None
@@ -322,9 +348,9 @@ class OfflineReasoner:
                      if question.refusal else why)
             return OfflineDecision(reply, [], "refusal", detail)
         subject = asked_about(question.text)
-        if subject is not None and (about := self._about(subject, pool, detail)) is not None:
+        if subject is not None and (about := self._about(subject, pool, detail, as_of)) is not None:
             return about
-        compared = self.compare_question(question.text, pool, after)
+        compared = self.compare_question(question.text, pool, after, as_of)
         where = compared.reading.passage
         detail.update(support=round(compared.reading.support, 4), book=round(compared.book, 4),
                       on_point=compared.on_point, floor=cal.question_floor,
@@ -360,7 +386,7 @@ class OfflineReasoner:
         return lines[max(range(len(lines)), key=fit)]
 
     def _about(self, subject: str, pool: Sequence[Mapping[str, Any]],
-               detail: dict[str, Any]) -> OfflineDecision | None:
+               detail: dict[str, Any], as_of: int | None = None) -> OfflineDecision | None:
         """A question about someone or something by name ("Who is Jefferson Hope?", "Tell me about the
         doctor"): the fact of the pool that presents it best (`_presents`), the character's own name
         said back, or a refusal when the pool never names it. None when the subject is not only names
@@ -376,7 +402,7 @@ class OfflineReasoner:
         detail.update(about=subject, named=len(found))
         if not found:
             in_book = self.book is not None and any(
-                named <= term_set(p) for p in self.book.index.passages)
+                named <= term_set(p) for p in self.book.told_by(as_of).passages)
             return OfflineDecision(REFUSAL if in_book else UNKNOWN, [], "refusal", detail)
         vocative = _called_on(folded)
 
