@@ -31,6 +31,7 @@ def turn_json(session: Session, turn: Turn) -> dict[str, Any]:
                    "routes": f.routes, "route": f.route, "scene_id": f.scene_id, "source_start": f.source_start,
                    "source_end": f.source_end, "used": f.fact_id in trace.used_facts} for f in trace.facts],
         "sentences": [s.to_dict() for s in sentences],
+        "rests_on_scene": (trace.offline or {}).get("rests_on_scene"),  # an option chosen from a scene memory
         "trace": turn.to_dict()["trace"],
     }
 
@@ -44,7 +45,12 @@ def render_turn(session: Session, turn: Turn) -> str:
             f"scene {s.scene_id}" + (f" ({s.location})" if s.location else "") for s in trace.anchored))
     used = [f for f in trace.facts if f.fact_id in trace.used_facts] or trace.facts[:3]
     label = "Facts used" if any(f.fact_id in trace.used_facts for f in trace.facts) else "Facts retrieved"
-    if used:
+    note = (trace.offline or {}).get("rests_on_scene")
+    if note is not None and not any(f.fact_id in trace.used_facts for f in trace.facts):
+        start, end = (trace.offline or {}).get("rests_on_chars") or (None, None)
+        lines.append(f"Rests on: {session.character.name}'s own memory of scene {note}"
+                     + (f" (chars {start}-{end})" if start is not None else ""))
+    elif used:
         lines.append(f"{label}:")
         for fact in used:
             where = f"chars {fact.source_start}-{fact.source_end}" if fact.source_start is not None else ""

@@ -100,6 +100,18 @@ def test_asked_as_of_a_point_of_the_story_the_refusal_says_nothing_of_what_the_b
     assert who.decide(free, [fact(0)], [], as_of=450).reply == UNKNOWN
 
 
+def test_an_option_chosen_from_a_scene_memory_says_which_scene_it_rests_on() -> None:
+    from reveriemem.inference.trace import AnchoredScene
+
+    note = AnchoredScene(4, 0.9, "the Hall", "", 1200, 1900, "I watched the doctor open the seals of the packet "
+                                                               "with his penknife.")
+    asked = parse_options("Jim, with what did the doctor break the packet's seals? "
+                          "A) a penknife B) his teeth C) a candle flame D) a cutlass E) I cannot answer.")
+    decision = reasoner(["Jim Hawkins", "Jim", "Hawkins"]).decide(asked, [fact(2)], [note])
+    assert decision.reply.startswith("(A)") and decision.used == []
+    assert decision.detail["rests_on_scene"] == 4 and decision.detail["rests_on_chars"] == [1200, 1900]
+
+
 def test_what_nothing_in_the_book_answers_is_refused_as_unknown() -> None:
     asked = parse_options("Which cheese did the squire prefer? A) cheddar B) stilton C) brie D) gouda E) I cannot answer.")
     decision = reasoner(["Doctor Livesey"]).decide(asked, [fact(0), fact(2), fact(3)], [])

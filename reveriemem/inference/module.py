@@ -62,8 +62,8 @@ from reveriemem.inference.calibration import DEFAULT_CALIBRATION, ReaderCalibrat
 from reveriemem.inference.compiled import PREDICTORS, demos_of, load_compiled, load_default
 from reveriemem.inference.emotion_track import AgentState, emotion_gate, emotion_transition
 from reveriemem.inference.memory_reader import MemoryReader, Reader, score_of, similarity_of
-from reveriemem.inference.offline import EXTRACTIVE_METHOD, NEIGHBOUR_GAP, OfflineReasoner, load_rarity
-from reveriemem.inference.offline_reader import Rarity
+from reveriemem.inference.offline import EXTRACTIVE_METHOD, OfflineReasoner, load_rarity
+from reveriemem.inference.offline_reader import NEIGHBOUR_GAP, Rarity
 from reveriemem.inference.options import Question, parse_options
 from reveriemem.inference.personality_track import Personality, PersonalityTrack
 from reveriemem.inference.reasoning_chain import Reasoning, ReasoningChain, route_of

@@ -31,7 +31,6 @@ floors, and the trace says which were used.
 
 from __future__ import annotations
 
-import bisect
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -51,6 +50,8 @@ from reveriemem.inference.offline_reader import (
     SupportIndex,
     best_option,
     fact_passage,
+    following,
+    joined,
     term_set,
     terms,
 )
@@ -64,32 +65,7 @@ REFUSAL = "I can't tell you that; it is nothing I saw or heard for myself."  # t
 UNKNOWN = "I don't know; nothing I remember speaks to that."  # nothing in the book answers either
 REFUSALS = (REFUSAL, UNKNOWN)
 QUOTE_WORDS = 60
-NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
 COPY_TERMS = 4  # content words an option needs before it can be a copied line of the book
-
-
-def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
-    """Each passage with the passages the book tells within `NEIGHBOUR_GAP` characters after it ends,
-    in story order: a sentence and what follows it, read together ("I telegraphed to Cleveland" /
-    "The answer was conclusive." / "It told me that Drebber had applied for the protection of the law")."""
-    after = following(spans)
-    return [" ".join([passage, *(passages[j] for j in after[i])]) if after[i] else passage
-            for i, passage in enumerate(passages)]
-
-
-def following(spans: Sequence[tuple[int | None, int | None]]) -> list[list[int]]:
-    """For each span, the indices of the spans that start within `NEIGHBOUR_GAP` characters after it ends, in
-    story order (what `joined` reads with it)."""
-    order = sorted((i for i in range(len(spans)) if spans[i][0] is not None), key=lambda i: spans[i][0] or 0)
-    starts = [spans[i][0] or 0 for i in order]
-    out: list[list[int]] = []
-    for i, (_, end) in enumerate(spans):
-        if end is None:
-            out.append([])
-            continue
-        lo, hi = bisect.bisect_left(starts, end), bisect.bisect_right(starts, end + NEIGHBOUR_GAP)
-        out.append([j for j in order[lo:hi] if j != i])
-    return out
 
 
 def _span(row: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -341,6 +317,9 @@ class OfflineReasoner:
                           floor=cal.option_floor, ratio_floor=cal.ratio_floor, letter=letter or question.refusal,
                           copied_line_unheld=compared.unheld_copy)
             if letter:
+                if fact is None and reading.passage is not None and reading.passage - len(pool) < len(anchored):
+                    note = anchored[reading.passage - len(pool)]  # chosen from the character's own scene memory
+                    detail.update(rests_on_scene=note.scene_id, rests_on_chars=[note.source_start, note.source_end])
                 reply = f"({question.label(letter)}) {_closed(question.options[letter])} That much I know for myself."
                 return OfflineDecision(reply, [str(fact["fact_id"])] if fact else [], "option", detail)
             why = self.refusal(compared, cal.option_floor)

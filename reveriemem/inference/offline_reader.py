@@ -30,6 +30,7 @@ passages that share a term with it.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter, defaultdict
@@ -299,6 +300,33 @@ def overlap(a: Sequence[str] | frozenset[str], b: Sequence[str] | frozenset[str]
     """Jaccard overlap of two term collections."""
     sa, sb = set(a), set(b)
     return len(sa & sb) / len(sa | sb) if sa or sb else 0.0
+
+
+NEIGHBOUR_GAP = 200  # characters between two facts read together (a sentence and the next)
+
+
+def joined(passages: Sequence[str], spans: Sequence[tuple[int | None, int | None]]) -> list[str]:
+    """Each passage with the passages the book tells within `NEIGHBOUR_GAP` characters after it ends,
+    in story order: a sentence and what follows it, read together ("I telegraphed to Cleveland" /
+    "The answer was conclusive." / "It told me that Drebber had applied for the protection of the law")."""
+    after = following(spans)
+    return [" ".join([passage, *(passages[j] for j in after[i])]) if after[i] else passage
+            for i, passage in enumerate(passages)]
+
+
+def following(spans: Sequence[tuple[int | None, int | None]]) -> list[list[int]]:
+    """For each span, the indices of the spans that start within `NEIGHBOUR_GAP` characters after it ends, in
+    story order (what `joined` reads with it)."""
+    order = sorted((i for i in range(len(spans)) if spans[i][0] is not None), key=lambda i: spans[i][0] or 0)
+    starts = [spans[i][0] or 0 for i in order]
+    out: list[list[int]] = []
+    for i, (_, end) in enumerate(spans):
+        if end is None:
+            out.append([])
+            continue
+        lo, hi = bisect.bisect_left(starts, end), bisect.bisect_right(starts, end + NEIGHBOUR_GAP)
+        out.append([j for j in order[lo:hi] if j != i])
+    return out
 
 
 def fact_passage(row: Mapping[str, Any]) -> str:
