@@ -23,8 +23,6 @@ bump its leading number when anything else an asset computes changes.
 (No `from __future__ import annotations`: asset modules pass `context` annotations to Dagster.)
 """
 
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -59,15 +57,6 @@ book_text = dg.AssetSpec(
     "book_text", partitions_def=book_partitions, group_name="source",
     description="A registered book (text, body offsets, focus characters); observed at registration and build.",
 )
-
-
-def book_version(book: Book) -> str:
-    """The data version of a registered book: a hash of what the assets read from it."""
-    digest = hashlib.sha256(book.text.encode("utf-8"))
-    digest.update(f"|{book.body_start}|{book.body_end}|".encode())
-    records = [c.to_record() for c in book.characters]
-    digest.update(json.dumps(records, sort_keys=True, default=str).encode("utf-8"))
-    return digest.hexdigest()[:24]
 
 
 @dataclass

@@ -68,10 +68,15 @@ def serve(host: str, port: int, lm: str, embedder: str, rounds: int) -> None:
     from reveriemem.serving.sessions import served_models
 
     key = api_key_for(host)
-    models = served_models()
+    stale: dict[str, str] = {}
+    models = served_models(stale=stale)
+    if stale and not models:
+        raise click.ClickException("; ".join(stale.values()) + ".")
     if not models:
         raise click.ClickException("No book is built yet: run `reveriemem demo` or `reveriemem build BOOK` first.")
     check_port_free(host, port)
+    for note in stale.values():
+        click.echo(f"warning: {note}; its characters are not served.", err=True)
     app = create_app(ServeConfig(lm=lm, embedder=embedder, rounds=rounds, api_key=key))
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"Serving {len(models)} characters ({', '.join(m.id for m in models[:3])}"

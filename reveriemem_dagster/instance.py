@@ -14,7 +14,8 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG, extract_data_version_from_entry
 
-from assets.context import book_text, book_version
+from assets.context import book_text
+from reveriemem.core.built_from import book_version
 from reveriemem.core.registry import Book
 from reveriemem.core.settings import dagster_home
 from reveriemem_dagster.partitions import BOOK, CHARACTER

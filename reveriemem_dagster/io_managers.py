@@ -13,11 +13,15 @@ the asset gave none, from the run's tags.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
+from reveriemem.core.built_from import book_version
+from reveriemem.core.errors import ReverieMemError
+from reveriemem.core.registry import load_book
 from reveriemem.core.schemas import BY_ASSET, vector_dim
 from reveriemem.core.storage import BuildManifest, MemoryStore, PartitionRef
 from reveriemem_dagster.partitions import partition_ref
@@ -60,7 +64,14 @@ class MemoryIOManager(dg.ConfigurableIOManager):
         if not isinstance(embedder, str) or not embedder:
             return
         model = values.get("model") or tags.get(MODEL_TAG) or "none"
-        self.store().write_manifest(BuildManifest.now(part.book, str(model), embedder, dim))
+        self.store().write_manifest(BuildManifest.now(part.book, str(model), embedder, dim, self._book_version(part)))
+
+    def _book_version(self, part: PartitionRef) -> str:
+        """The version of the registered book this build reads (`core.built_from`); "" when it is not registered."""
+        try:
+            return book_version(load_book(part.book, Path(self.home).expanduser() if self.home else None))
+        except ReverieMemError:
+            return ""
 
     def load_input(self, context: dg.InputContext) -> pl.DataFrame:
         name = context.asset_key.path[-1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reveriemem.core.built_from import registered_since_built
 from reveriemem.core.registry import Book, load_book
 from reveriemem.core.storage import MemoryStore, PartitionRef
 
@@ -28,6 +29,7 @@ class BookStatus:
     embedder: str | None = None
     dim: int | None = None
     built_at: str | None = None
+    stale: str | None = None  # why the stored memory is not of the book as registered now (registered again)
 
     @property
     def built(self) -> bool:
@@ -41,6 +43,8 @@ class BookStatus:
             return [head, f"  not built yet (run: reveriemem build {book.slug})"]
         if self.built_at is None:  # rows of an unfinished build, stored before any vectors recorded what built them
             out = [head, f"  not built yet (run: reveriemem build {book.slug}); an unfinished build stored:"]
+        elif self.stale is not None:
+            out = [head, f"  needs a rebuild: {self.stale} (built {self.built_at} with model {self.model or '?'})"]
         else:
             out = [head, f"  built {self.built_at} with model {self.model or '?'}, embedder {self.embedder or '?'}"
                          + (f" ({self.dim}-d)" if self.dim else "")]
@@ -73,4 +77,5 @@ def book_status(slug: str, store: MemoryStore | None = None) -> BookStatus:
     if manifest is not None:
         status.model, status.embedder, status.dim, status.built_at = (
             manifest.model, manifest.embedder, manifest.dim, manifest.built_at[:19].replace("T", " "))
+        status.stale = registered_since_built(book, manifest.book_version)
     return status

@@ -255,6 +255,33 @@ def test_books_says_a_book_whose_build_recorded_nothing_yet_is_not_built(built_d
     assert "?" not in result.output and "facts " in result.output
 
 
+def test_a_book_registered_again_with_another_text_is_not_asked_until_rebuilt(built_demo: str, tmp_path: Path):
+    from reveriemem.core.demo import demo_book_path, demo_characters_path
+    from reveriemem.core.errors import RegistryError
+    from reveriemem.core.storage import MemoryStore
+    from reveriemem.serving.sessions import resolve_model, served_models
+
+    invoke = CliRunner().invoke
+    assert MemoryStore.for_home().manifest(built_demo).book_version  # the build recorded what it read
+    assert invoke(main, ["ask", built_demo, "Mara", "Who took the ledger?", "--lm", "none"]).exit_code == 0
+    other = tmp_path / "other.txt"  # the same story, shortened: every offset of the old build may point past it
+    text = demo_book_path().read_text(encoding="utf-8")
+    other.write_text(text[: len(text) * 2 // 3], encoding="utf-8")
+    assert invoke(main, ["remove-book", built_demo]).exit_code == 0
+    added = invoke(main, ["add-book", str(other), "--name", built_demo, "--characters", str(demo_characters_path())])
+    assert added.exit_code == 0, added.output
+    sentence = f"{built_demo} was registered again since it was built; run: reveriemem build {built_demo}."
+    for command in (["ask", built_demo, "Mara", "Who took the ledger?", "--lm", "none"], ["chat", built_demo, "Mara"]):
+        result = invoke(main, command, input="/quit\n")
+        assert result.exit_code == 1 and sentence in result.output, result.output
+    assert f"needs a rebuild: {sentence[:-1]}" in invoke(main, ["books", built_demo]).output
+    assert served_models() == []
+    with pytest.raises(RegistryError, match="registered again since it was built"):
+        resolve_model(f"{built_demo}/Mara")
+    served = invoke(main, ["serve", "--port", "8017"])
+    assert served.exit_code == 1 and sentence in served.output and "Serving" not in served.output
+
+
 def test_cost_uses_litellm_prices_and_the_configured_concurrency(monkeypatch: pytest.MonkeyPatch):
     from reveriemem.source_to_memory.cost import build_cost
     from reveriemem.source_to_memory.estimate import Estimate, StepCost

@@ -48,3 +48,16 @@ def test_frame_keeps_schema_types_for_empty_rows():
     empty = frame([], SCHEMA)
     assert empty.height == 0 and empty.columns == SCHEMA.names
     assert isinstance(empty, pl.DataFrame)
+
+
+def test_a_build_manifest_written_before_book_versions_were_recorded_still_reads(tmp_path):
+    import json
+
+    from reveriemem.core.storage import BuildManifest, MemoryStore
+
+    store = MemoryStore.for_home(tmp_path)
+    store.write_manifest(BuildManifest.now("tale", "none", "hash-384", 384, book_version="abc"))
+    assert store.manifest("tale").book_version == "abc"
+    old = {k: v for k, v in json.loads((tmp_path / "manifests" / "tale.json").read_text()).items() if k != "book_version"}
+    (tmp_path / "manifests" / "tale.json").write_text(json.dumps(old))
+    assert store.manifest("tale").book_version == ""  # taken as current: nothing to compare with

@@ -26,8 +26,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from reveriemem.core.built_from import registered_since_built
 from reveriemem.core.errors import EmbedderMismatchError, ModelUnavailableError, StorageError
 from reveriemem.core.minilm import MiniLMNumpy
+from reveriemem.core.registry import Book
 from reveriemem.core.schemas import DEFAULT_DIM
 from reveriemem.core.settings import embedder_spec
 from reveriemem.core.storage import MemoryStore
@@ -226,16 +228,21 @@ def _open(spec: str) -> Embedder:
     return SentenceTransformerEmbedder(spec, spec)
 
 
-def embedder_for_book(book: str, requested: str = "", store: MemoryStore | None = None) -> Embedder:
+def embedder_for_book(book: str, requested: str = "", store: MemoryStore | None = None,
+                      registered: Book | None = None) -> Embedder:
     """The embedder to ask `book`'s memory with: the one its build manifest names, or `requested` if the same.
 
-    Raises `StorageError` when the book was never built in `store`, and
-    `EmbedderMismatchError` when `requested` is not the embedder that built it.
+    Raises `StorageError` when the book was never built in `store`, or when `registered` (the book as
+    registered now) is not the registration its memory was built from, and `EmbedderMismatchError`
+    when `requested` is not the embedder that built it.
     """
     store = store or MemoryStore.for_home()
     manifest = store.manifest(book)
     if manifest is None:
         raise StorageError(f"The memory of {book} is not built yet; run `reveriemem build {book}`.")
+    stale = registered_since_built(registered, manifest.book_version) if registered is not None else None
+    if stale:
+        raise StorageError(f"{stale}.")
     embedder = open_embedder(requested or manifest.embedder)
     if embedder.name != manifest.embedder or embedder.dim != manifest.dim:
         raise EmbedderMismatchError(

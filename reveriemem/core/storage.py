@@ -226,10 +226,12 @@ class BuildManifest:
     dim: int  # the dimension of the stored vectors
     code_version: str
     built_at: str  # ISO 8601, UTC
+    book_version: str = ""  # the registration built from (`core.built_from`); "" in a manifest older than it
 
     @classmethod
-    def now(cls, book: str, model: str, embedder: str, dim: int) -> BuildManifest:
-        return cls(book, model or "none", embedder, int(dim), code_version(), datetime.now(UTC).isoformat())
+    def now(cls, book: str, model: str, embedder: str, dim: int, book_version: str = "") -> BuildManifest:
+        return cls(book, model or "none", embedder, int(dim), code_version(), datetime.now(UTC).isoformat(),
+                   book_version)
 
 
 def code_version() -> str:
@@ -320,7 +322,9 @@ class MemoryStore:
             return None
         try:
             values = json.loads(data.decode("utf-8"))
-            return BuildManifest(**{name: values[name] for name in BuildManifest.__dataclass_fields__})
+            optional = {"book_version"}  # absent from a manifest written before it was recorded
+            return BuildManifest(**{name: values[name] for name in BuildManifest.__dataclass_fields__
+                                    if name not in optional or name in values})
         except (ValueError, KeyError, TypeError) as exc:
             raise StorageError(
                 f"The build manifest of {book} at {self.manifest_path(book)} is damaged ({exc}); rebuild the book."

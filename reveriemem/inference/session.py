@@ -33,7 +33,7 @@ def open_session(book_slug: str, character_name: str, *, lm: str = "", embedder:
     """
     book = load_book(book_slug)
     character = book.character(character_name)
-    embedding = embedder_for_book(book.slug, embedder)
+    embedding = embedder_for_book(book.slug, embedder, registered=book)  # refused when registered again since
     reader = MemoryReader(book.slug, character.slug, embedding)
     as_of = None
     if as_of_scene is not None or as_of_chapter is not None:

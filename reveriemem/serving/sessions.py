@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reveriemem.core.built_from import registered_since_built
 from reveriemem.core.errors import RegistryError
 from reveriemem.core.registry import Book, list_books, load_book, registered_slug
 from reveriemem.core.storage import MemoryStore
@@ -55,16 +56,30 @@ class ServedModel:
         return f"{self.book}/{self.character}"
 
 
-def built_books(store: MemoryStore | None = None) -> list[Book]:
-    """The registered books whose memory has been built (a build manifest exists)."""
+def built_books(store: MemoryStore | None = None, stale: dict[str, str] | None = None) -> list[Book]:
+    """The registered books whose memory has been built (a build manifest exists) from their registration.
+
+    A book registered again since its build is left out, and why is put in `stale` (slug -> sentence).
+    """
     store = store or MemoryStore.for_home()
-    return [load_book(slug) for slug in list_books() if store.manifest(slug) is not None]
+    books = []
+    for slug in list_books():
+        manifest = store.manifest(slug)
+        if manifest is None:
+            continue
+        book = load_book(slug)
+        note = registered_since_built(book, manifest.book_version)
+        if note is None:
+            books.append(book)
+        elif stale is not None:
+            stale[slug] = note
+    return books
 
 
-def served_models(store: MemoryStore | None = None) -> list[ServedModel]:
-    """Every `book/character` pair of the built books, in registry order."""
+def served_models(store: MemoryStore | None = None, stale: dict[str, str] | None = None) -> list[ServedModel]:
+    """Every `book/character` pair of the built books, in registry order (see `built_books` for `stale`)."""
     return [ServedModel(book.slug, c.slug, c.name, tuple(c.aliases))
-            for book in built_books(store) for c in book.characters]
+            for book in built_books(store, stale) for c in book.characters]
 
 
 def resolve_model(model: str) -> ServedModel:
@@ -75,9 +90,12 @@ def resolve_model(model: str) -> ServedModel:
     book_slug, sep, character_name = model.strip().partition("/")
     if not sep or not book_slug or not character_name:
         raise RegistryError(f"The model {model!r} is not of the form 'book/character' (see GET /v1/models).")
-    books = {book.slug: book for book in built_books()}
+    stale: dict[str, str] = {}
+    books = {book.slug: book for book in built_books(stale=stale)}
     # "A Study in Scarlet/Watson" as "a-study-in-scarlet/Watson"; a title several built books share is refused
     book_slug = registered_slug(book_slug, books, {slug: book.title for slug, book in books.items()})
+    if book_slug in stale:
+        raise RegistryError(f"{stale[book_slug]}.")
     if book_slug not in books:
         built = ", ".join(sorted(books)) or "none"
         raise RegistryError(f"No built book is called {book_slug!r} (built: {built}).")
