@@ -25,6 +25,15 @@ def test_a_title_line_under_a_numbered_heading_is_part_of_the_heading():
     assert flags == [True, False, False]
 
 
+@pytest.mark.parametrize("headings", [["Chapter One", "Chapter Two", "Chapter Twenty-One"],
+                                      ["# Chapter 1", "## Chapter 2", "### Chapter Three"]])
+def test_chapters_numbered_in_words_or_marked_as_markdown_are_chapters(headings):
+    text = "\n\n".join(part for heading in headings for part in (heading, "Ann rowed across. " + _words(80)))
+    spans = candidate_spans(split_paragraphs(text))
+    assert [s.chapter for s in spans] == [1, 2, 3]
+    assert [s.chapter_title for s in spans] == headings
+
+
 def test_a_sentence_opening_with_book_or_part_is_prose():
     paragraphs = split_paragraphs("\n\n".join([
         "CHAPTER I", _words(80), "Book and news dealers, sellers of edibles, drinkables, and cigars, walked the aisles.",

@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v11"  # v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
+SEGMENTER_VERSION = "scenes-v12"  # v12: chapter numbers in words in any case, Markdown heading marks; v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
 
-_NUMBER = r"(?:[IVXLCDM]+|\d+|ONE|TWO|THREE|FOUR|FIVE|SIX|SEVEN|EIGHT|NINE|TEN|ELEVEN|TWELVE|THE\s+\w+)"
+_UNITS = "one|two|three|four|five|six|seven|eight|nine"
+# A chapter's number in figures, Roman numerals or words, in any case ("Chapter One", "CHAPTER TWENTY-ONE").
+_NUMBER = (rf"(?:[IVXLCDM]+|\d+|(?i:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS}))?|"
+           rf"{_UNITS}|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|the\s+\w+))")
+_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+")  # "# Chapter 1", "## Chapter Two": the heading after its marks
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
 _HEADING_RE = re.compile(
     rf"^(?:CHAPTER|Chapter|BOOK|Book|PART|Part|STAVE|Stave|VOLUME|Volume)\b\.?\s*(?:{_NUMBER}\b.*)?$"
@@ -166,6 +170,7 @@ def heading_strength(paragraph: Paragraph) -> int:
 def heading_strength_text(text: str) -> int:
     if len(text) > 200:
         return 0
+    text = _MARKDOWN_HEADING.sub("", text)
     if _HEADING_RE.match(text) or _ROMAN_ONLY_RE.match(text):
         return 2
     if text[:1] in '"“' or (any(q in text for q in '"“”') and len(text.split()) < 4):
