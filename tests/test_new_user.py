@@ -89,6 +89,13 @@ def test_a_legacy_encoding_is_read_with_a_warning():
     assert decode_book_bytes(b"plain", "x").warnings == ()
 
 
+def test_utf16_with_its_byte_order_mark_is_read_as_text():
+    story = "Zo\u00eb said, \u201cThe key is under the stone.\u201d\r\nChapter One\r\n"
+    for encoding in ("utf-16", "utf-16-be"):
+        raw = story.encode(encoding) if encoding == "utf-16" else b"\xfe\xff" + story.encode(encoding)
+        assert decode_book_bytes(raw, "book.txt").text == story  # offsets count characters after the mark
+
+
 def test_several_gutenberg_books_or_a_huge_file_warn():
     one = "*** START OF THE PROJECT GUTENBERG EBOOK A ***\r\nText.\r\n*** END OF THE PROJECT GUTENBERG EBOOK A ***\r\n"
     assert book_shape_warnings(one, 100, "f") == []

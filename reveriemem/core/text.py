@@ -80,7 +80,7 @@ def is_inset(text: str, paragraph: Paragraph) -> bool:
 
 
 def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
-    """Decode a book's bytes as UTF-8 (BOM allowed), else Windows-1252, else Latin-1.
+    """Decode a book's bytes as UTF-8 (BOM allowed; UTF-16 with its BOM too), else Windows-1252, else Latin-1.
 
     A text that is UTF-8 but for a few stray bytes (at most MAX_STRAY_BYTES, and
     no more than its well-formed non-ASCII characters) stays UTF-8: the stray
@@ -88,12 +88,12 @@ def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
     back to a legacy encoding is also said in a warning. Raises BookInputError
     for empty, binary or undecodable input.
     """
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") and len(raw) % 2 == 0:  # UTF-16 with its byte-order mark
+        raw = raw.decode("utf-16", errors="replace").encode("utf-8")
     if not raw.strip():
         raise BookInputError(f"The book file {source} is empty.")
     if b"\x00" in raw[:65536]:
-        raise BookInputError(
-            f"The book file {source} looks binary (it contains NUL bytes); give a plain-text file."
-        )
+        raise BookInputError(f"The book file {source} looks binary (it contains NUL bytes); give a plain-text file.")
     bad = _utf8_error_offsets(raw)
     if bad:
         mostly = raw.decode("utf-8-sig", errors="replace")
@@ -117,9 +117,7 @@ def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
         name = "Windows-1252" if encoding == "cp1252" else "Latin-1"
         return DecodedText(text=text, encoding=encoding, warnings=(
             f"The book file {source} is not UTF-8 ({why}); it was read as {name}.",))
-    raise BookInputError(
-        f"The book file {source} could not be decoded as UTF-8, Windows-1252 or Latin-1 text."
-    )
+    raise BookInputError(f"The book file {source} could not be decoded as UTF-8, Windows-1252 or Latin-1 text.")
 
 
 def _utf8_error_offsets(raw: bytes, limit: int = MAX_STRAY_BYTES + 1) -> list[int]:
