@@ -34,6 +34,19 @@ def test_chapters_numbered_in_words_or_marked_as_markdown_are_chapters(headings)
     assert [s.chapter_title for s in spans] == headings
 
 
+def test_a_break_before_a_short_run_stays_when_a_change_of_place_follows_it():
+    """"* * *", then 45 words at the bakery, then "Will came in through the back door": the break opens the bakery
+    scene even though the change of place right after it opens too short a run to be kept on its own."""
+    from reveriemem.source_to_memory.scenes import heuristic_boundaries
+
+    text = "\n\n".join(["CHAPTER I", "Ann rowed across the harbour. " + _words(330), "* * *",
+                       "On the other side of the town the bakery was already hot. " + _words(35),
+                       "Will came in through the back door without knocking. " + _words(250)])
+    spans = candidate_spans(split_paragraphs(text))
+    assert [s.boundary for s in spans][1] == "break"
+    assert heuristic_boundaries(spans)[1] is True
+
+
 def test_a_sentence_opening_with_book_or_part_is_prose():
     paragraphs = split_paragraphs("\n\n".join([
         "CHAPTER I", _words(80), "Book and news dealers, sellers of edibles, drinkables, and cigars, walked the aisles.",

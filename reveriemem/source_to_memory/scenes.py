@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v12"  # v12: chapter numbers in words in any case, Markdown heading marks; v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
+SEGMENTER_VERSION = "scenes-v13"  # v13: a break is kept before a short run that a change of place follows; v12: chapter numbers in words in any case, Markdown heading marks; v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
 
 _UNITS = "one|two|three|four|five|six|seven|eight|nine"
 # A chapter's number in figures, Roman numerals or words, in any case ("Chapter One", "CHAPTER TWENTY-ONE").
@@ -359,7 +359,10 @@ def heuristic_boundaries(spans: Sequence[Span], min_words: int = 300) -> list[bo
             continue
         before = _words_since_boundary(spans, index)
         threshold = 60 if span.boundary == "break" else min_words
-        after = _words_until_next_boundary(spans, index, threshold)
+        # after a break, the words run on to the next break or chapter: a change of place or time that opens a short
+        # run ("* * *" / 45 words / "Will Dunmore came in ...") may itself be merged, and must not take the break along
+        ends = ("break", *HARD_BOUNDARIES) if span.boundary == "break" else None
+        after = _words_until_next_boundary(spans, index, threshold, ends)
         keep.append(before >= threshold and after >= threshold)
     return keep
 
@@ -373,10 +376,12 @@ def _words_since_boundary(spans: Sequence[Span], index: int) -> int:
     return total
 
 
-def _words_until_next_boundary(spans: Sequence[Span], index: int, threshold: int) -> int:
+def _words_until_next_boundary(spans: Sequence[Span], index: int, threshold: int,
+                               ends: Collection[str] | None = None) -> int:
+    """Words from `index` to the next boundary that is not a `chunk` (or, given `ends`, that is one of them)."""
     total = 0
     for span in spans[index:]:
-        if span is not spans[index] and span.boundary != "chunk":
+        if span is not spans[index] and (span.boundary in ends if ends is not None else span.boundary != "chunk"):
             break
         total += span.words
         if total >= threshold:
