@@ -94,13 +94,15 @@ Ann and Bob sat together at the long table in the kitchen while the wind howled.
     assert roster["cy-dunn"].status() == "referenced"
 
 
-@pytest.mark.parametrize("leaves", ["Then Bob said goodnight and went up to bed.",
-                                    "Bob was sent down to the village on an errand."])
+@pytest.mark.parametrize("leaves", [" Then Bob said goodnight and went up to bed.",
+                                    "\n\nThen Bob said goodnight and went up to bed.",
+                                    " Bob was sent down to the village on an errand.",
+                                    " Bob went away across the river to his own house."])
 def test_going_to_bed_or_being_sent_away_ends_presence(tmp_path, leaves):
     _, _, knows = build(tmp_path, f"""
 Ann and Bob sat together at the long table in the kitchen.
 
-"The mare is lame again," said Bob. {leaves}
+"The mare is lame again," said Bob.{leaves}
 
 "The money is in the red box under the stair," said Ann to Cy, who had come in from the yard.
 """)
@@ -651,11 +653,20 @@ Bob lifted the lid of the barrel, and he looked in at me and laughed.
 He did not know, to be sure, that I had overheard him from the barrel.
 
 Bob added to me in a low whisper, as I thought, that the wind would turn.
+
+Bob said, "Come here, lass," and I knew then that he meant to sail without Cy.
+
+Bob's hand closed hard upon my arm, and I felt sick with fear.
+
+"Listen. He did not know that the gold was under the third stone," said Bob to me.
 """, cast)
     assert knowers(knows, "It was Bob's voice") == {"ann-moss"}
     assert "bob-hale" in knowers(knows, '"The gold is under')
-    assert "bob-hale" not in knowers(knows, "He did not know")
+    assert "bob-hale" not in knowers(knows, "He did not know, to be sure")
     assert "bob-hale" in knowers(knows, "Bob added to me")
+    assert knowers(knows, "Bob said, \"Come here") == {"ann-moss"}  # the narrator's knowing, after the quotation
+    assert "bob-hale" in knowers(knows, "Bob's hand closed")  # his deed, though told by a part of him
+    assert "bob-hale" in knowers(knows, 'He did not know that the gold')  # what he says himself is his
 
 
 def test_after_a_change_of_time_inside_a_scene_who_is_there_must_show_again(tmp_path):

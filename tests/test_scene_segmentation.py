@@ -32,6 +32,10 @@ def test_chapters_numbered_in_words_or_marked_as_markdown_are_chapters(headings)
     spans = candidate_spans(split_paragraphs(text))
     assert [s.chapter for s in spans] == [1, 2, 3]
     assert [s.chapter_title for s in spans] == headings
+    # a number in words that runs on into a sentence is prose
+    prose = "\n\n".join(["Chapter One", "Ann rowed. " + _words(80), "Part one of the plan went smoothly.",
+                          "Chapter nineteen was the last he wrote before he died.", _words(80)])
+    assert [s.chapter for s in candidate_spans(split_paragraphs(prose))] == [1]
 
 
 def test_a_break_before_a_short_run_stays_when_a_change_of_place_follows_it():

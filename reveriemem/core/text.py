@@ -88,8 +88,8 @@ def decode_book_bytes(raw: bytes, source: str) -> DecodedText:
     back to a legacy encoding is also said in a warning. Raises BookInputError
     for empty, binary or undecodable input.
     """
-    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") and len(raw) % 2 == 0:  # UTF-16 with its byte-order mark
-        raw = raw.decode("utf-16", errors="replace").encode("utf-8")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16 with its byte-order mark (an odd last byte is dropped)
+        raw = raw[: len(raw) // 2 * 2].decode("utf-16", errors="replace").encode("utf-8")
     if not raw.strip():
         raise BookInputError(f"The book file {source} is empty.")
     if b"\x00" in raw[:65536]:

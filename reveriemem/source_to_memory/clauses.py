@@ -104,7 +104,7 @@ _CONNECTIVE_OPENS = re.compile(r"(?:^|[.!?;:]\s+)(?:And|But|Then|So|Yet|Now)\s+$
 
 def after_connective(text: str, mention: Mention, fragment_start: int) -> bool:
     """Does the mention open its sentence right after a capitalised connective ("Then Bob ...")?"""
-    return _CONNECTIVE_OPENS.search(text, max(fragment_start, mention.start - 20), mention.start) is not None
+    return _CONNECTIVE_OPENS.search(text[max(fragment_start, mention.start - 20):mention.start]) is not None
 
 
 def is_gone(text: str, mention: Mention, fragment_start: int) -> bool:

@@ -48,7 +48,7 @@ from reveriemem.source_to_memory.visibility import (
     visible_from,
 )
 
-EVIDENCE_METHOD = "heuristic:evidence-units-v25"  # v25: a narrator's reflection is theirs alone, a thought of not knowing is withheld from its subject; v23: remembering, being tempted and wishing are thoughts; v24: "and Co. will" one sentence
+EVIDENCE_METHOD = "heuristic:evidence-units-v26"  # v26: quotations left out wherever they stand, a part perceived is no deed; v25: a narrator's reflection is theirs alone, a thought of not knowing is withheld from its subject; v23: remembering, being tempted and wishing are thoughts; v24: "and Co. will" one sentence
 # A narrator's private reflection, or narration reaching back years: nobody present perceives it.
 _REFLECTION = re.compile(
     r"\bI\s+(?:think|know|wonder|remember(?:ed)?|pray(?:ed)?|believe|suppose|feel|felt|fear|hope|doubt)\b"
@@ -56,7 +56,10 @@ _REFLECTION = re.compile(
     # what the narrator would or could have done ("I would not have shown myself for all the world"): no event
     r"|\bI\s+(?:would|could|should|might)\s+(?:not\s+|never\s+)?have\s+[a-z]+(?:ed|en|wn|ne|pt|lt|ght|ung)\b"
 )
-_POSSESSED = re.compile(r"['’]s\b")
+# Someone perceived, not acting: "Silver's voice", "Bob's footsteps" (but "Bob's hand closed upon my arm" is his deed)
+_PERCEIVED = re.compile(r"['’]s\s+(?:voice|voices|footsteps?|steps?|tread|shadow|cough|laugh|laughter|whistle|call|"
+                        r"cry|shout|song|singing|figure|outline|name)\b")
+_QUOTED_PART = re.compile(r"“[^”]*(?:”|$)|\"[^\"]*(?:\"|$)")
 # A thought of not knowing ("He did not know, to be sure, that I had overheard his council", "Fix never suspected
 # that ..."): what it tells is exactly what its subject lacks, so it is withheld from them.
 _UNAWARE = re.compile(
@@ -189,8 +192,8 @@ class SpanFacts:
 
 
 def reflects(sentence: str) -> bool:
-    """Does the narration of a sentence (up to its first quotation) tell the narrator's reflection, not said aloud?"""
-    narration = re.split(r"[“\"]", sentence, maxsplit=1)[0]
+    """Does the narration of a sentence (its quotations left out) tell the narrator's reflection, not said aloud?"""
+    narration = _QUOTED_PART.sub(" ", sentence)
     found = _REFLECTION.search(narration)
     return found is not None and not _SAID_ALOUD.search(narration[:found.start()])
 
@@ -306,7 +309,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     if _acts(book.text, mention, s_start):
                         participants.add(mention.character)
                         actors.append(mention.character)
-                        if not _POSSESSED.match(book.text, mention.end):
+                        if not _PERCEIVED.match(book.text, mention.end):
                             doers.add(mention.character)
                     if not spoken and thinking_subject(book.text, mention, s_start) and set(actors) <= {
                             mention.character}:  # the thought is the sentence's first clause ("Fix thought")
@@ -322,7 +325,7 @@ def evidence_units(book: Book, scenes: Sequence[tuple[int, int, int]], utterance
                     # "I felt a creeping of the flesh": the narrator's; one named doing something keeps their deed
                     # ("Silver added to me, as I thought, ..."), one heard or seen only ("Silver's voice") does not
                     participants = {narrator} | doers
-                if (thinker is not None or pronoun_thinks(stripped)) and _UNAWARE.search(stripped):
+                if not spoken and (thinker is not None or pronoun_thinks(stripped)) and _UNAWARE.search(stripped):
                     # what they do not know is not theirs, nor (when "he" is not known) anyone's but the narrator's
                     participants, private = ({narrator} if narrator else set()), True
                 elif thinker is not None:  # narrated inner life: the thinker's alone

@@ -82,7 +82,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v59"  # v59: one told to be elsewhere ("two miles away", "meanwhile") is not here; "Then X ... went up to bed" leaves; v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
+ROSTER_VERSION = "roster-v60"  # v60: told elsewhere, a departure still counts; v59: one told to be elsewhere ("two miles away", "meanwhile") is not here; "Then X ... went up to bed" leaves; v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
@@ -323,13 +323,14 @@ def scene_evidence(
                 record.departure_paragraph = index  # "Silver was gone": not there from here on
                 record.events.append((sentence[1], CLOSES))
             elif is_action_subject(text, mention, fragment_start) and not thinking_subject(
-                    text, mention, fragment_start) and not told_elsewhere(text, mention.end, sentence[1]):
-                record.actions += 1
-                _present(record, index, sentence[0])
-                if mention.kind == "name":
-                    named.add(mention.character)
-                actors.append((mention.start, mention.character))
-                if departs(text, mention.end, sentence[1]):
+                    text, mention, fragment_start):
+                if not told_elsewhere(text, mention.end, sentence[1]):  # "Cole was at the mill, two miles away"
+                    record.actions += 1
+                    _present(record, index, sentence[0])
+                    if mention.kind == "name":
+                        named.add(mention.character)
+                    actors.append((mention.start, mention.character))
+                if departs(text, mention.end, sentence[1]):  # "Bob went away across the river": gone all the same
                     record.departure_paragraph = index
                     record.events.append((sentence[1], CLOSES))
                     left_at.append(sentence[1])

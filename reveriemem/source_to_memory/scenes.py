@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 from reveriemem.core.text import NOT_AFTER_TITLE, Paragraph, normalise_space
 
-SEGMENTER_VERSION = "scenes-v13"  # v13: a break is kept before a short run that a change of place follows; v12: chapter numbers in words in any case, Markdown heading marks; v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
+SEGMENTER_VERSION = "scenes-v14"  # v14: a number in words ends a heading; v13: a break is kept before a short run that a change of place follows; v12: chapter numbers in words in any case, Markdown heading marks; v10: "Mean while" (verse spelling) is a transition cue; v11: one paragraph to a line (core.layout)
 
 _UNITS = "one|two|three|four|five|six|seven|eight|nine"
 # A chapter's number in figures, Roman numerals or words, in any case ("Chapter One", "CHAPTER TWENTY-ONE").
-_NUMBER = (rf"(?:[IVXLCDM]+|\d+|(?i:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[-\s](?:{_UNITS}))?|"
-           rf"{_UNITS}|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|the\s+\w+))")
+# A number in words ends the heading or comes before its separator: "Part one of the plan went well" is prose.
+_NUMBER = (rf"(?:[IVXLCDM]+|\d+|THE\s+\w+|(?i:(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+           rf"(?:[-\s](?:{_UNITS}))?|{_UNITS}|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|"
+           rf"nineteen)(?=\s*$|\s*[.:—–-])))")
 _MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+")  # "# Chapter 1", "## Chapter Two": the heading after its marks
 # A heading word alone, or followed by its number ("Book and news dealers..." is prose).
 _HEADING_RE = re.compile(
