@@ -83,7 +83,8 @@ Ann and Bob sat together at the long table in the kitchen.
 
 @pytest.mark.parametrize("away", ["Cy was at the mill, two miles away.",
                                   "Cy, meanwhile, was fishing far out on the lake.",
-                                  "Cy was asleep in his own house across the river."])
+                                  "Cy was asleep in his own house across the river.",
+                                  "Cy was at the lighthouse, miles away on Gull Point."])
 def test_one_told_to_be_somewhere_else_is_not_there(tmp_path, away):
     _, roster, knows = build(tmp_path, f"""
 Ann and Bob sat together at the long table in the kitchen while the wind howled. {away}

@@ -65,8 +65,8 @@ DEPARTURE = re.compile(rf"\b(?:{_LEAVES}|{_GOES_TO})")
 # Told to be somewhere else at this moment: "Cole was at the mill, two miles away", "Cole, meanwhile, was fishing
 # far out on the lake", "asleep in his own house across the river". Such a subject is told of, not here.
 _ELSEWHERE = re.compile(
-    r"\b(?:(?:a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a\s+few|some|many|several|\d+)\s+miles?\s+"
-    r"(?:away|off|distant)|far\s+(?:away|off|out)|across\s+the\s+(?:river|sea|water|ocean|bay|channel|border)|"
+    r"\b(?:(?:(?:a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a\s+few|some|many|several|\d+)\s+)?"
+    r"(?:miles?|leagues?)\s+(?:away|off|distant)|far\s+(?:away|off|out)|across\s+the\s+(?:river|sea|water|ocean|bay|channel|border)|"
     r"meanwhile|in\s+the\s+meantime)\b", re.IGNORECASE)
 
 

@@ -82,7 +82,7 @@ from reveriemem.source_to_memory.presence_events import (
     with_one_here,
 )
 
-ROSTER_VERSION = "roster-v60"  # v60: told elsewhere, a departure still counts; v59: one told to be elsewhere ("two miles away", "meanwhile") is not here; "Then X ... went up to bed" leaves; v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
+ROSTER_VERSION = "roster-v61"  # v61: "miles away" without a count is elsewhere too; v60: told elsewhere, a departure still counts; v59: one told to be elsewhere ("two miles away", "meanwhile") is not here; "Then X ... went up to bed" leaves; v57: a seen state of the body ("was exhausted") is presence; v58: "X and the guide stopped"
 STATUSES = ("present_active", "present_silent", "referenced", "absent")
 
 # Arrival in scene time, said of the character named just before the verb
