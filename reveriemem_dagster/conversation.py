@@ -43,10 +43,11 @@ def render_turn(session: Session, turn: Turn) -> str:
     if trace.anchored:
         lines.append("Scenes recalled: " + "; ".join(
             f"scene {s.scene_id}" + (f" ({s.location})" if s.location else "") for s in trace.anchored))
-    used = [f for f in trace.facts if f.fact_id in trace.used_facts] or trace.facts[:3]
-    label = "Facts used" if any(f.fact_id in trace.used_facts for f in trace.facts) else "Facts retrieved"
+    rested = [f for f in trace.facts if f.fact_id in trace.used_facts]
+    used = rested or trace.facts[:3]
+    label = "Facts used" if rested else "Facts retrieved"
     note = (trace.offline or {}).get("rests_on_scene")
-    if note is not None and not any(f.fact_id in trace.used_facts for f in trace.facts):
+    if note is not None and not rested:
         start, end = (trace.offline or {}).get("rests_on_chars") or (None, None)
         lines.append(f"Rests on: {session.character.name}'s own memory of scene {note}"
                      + (f" (chars {start}-{end})" if start is not None else ""))

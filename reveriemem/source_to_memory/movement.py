@@ -68,13 +68,15 @@ _ELSEWHERE = re.compile(
     r"\b(?:(?:(?:a|one|two|three|four|five|six|seven|eight|nine|ten|twenty|a\s+few|some|many|several|\d+)\s+)?"
     r"(?:miles?|leagues?)\s+(?:away|off|distant)|far\s+(?:away|off|out)|across\s+the\s+(?:river|sea|water|ocean|bay|channel|border)|"
     r"meanwhile|in\s+the\s+meantime)\b", re.IGNORECASE)
+_CLAUSE_STOP = re.compile(r"[.;:!?]")
 
 
 def told_elsewhere(text: str, start: int, end: int) -> bool:
     """Does the clause after a name (text[start:end], up to 80 characters and its first full stop, colon or
     semicolon) place them elsewhere at this moment?"""
-    stop = re.search(r"[.;:!?]", text[start:min(end, start + 80)])
-    return _ELSEWHERE.search(text, start, start + stop.start() if stop else min(end, start + 80)) is not None
+    limit = min(end, start + 80)
+    stop = _CLAUSE_STOP.search(text, start, limit)
+    return _ELSEWHERE.search(text, start, stop.start() if stop else limit) is not None
 
 # A move within the room is no departure ("went back to his seat", "withdrew to the window").
 WITHIN_ROOM = re.compile(
